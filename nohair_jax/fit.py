@@ -1,0 +1,420 @@
+"""Power-law fits of prompt-pair offset curves, with honest windows and noise floors.
+
+An offset curve is ``d(t) > 0`` at continuation positions ``t = 1..T`` (tokens), measured for
+many prompt pairs: an array ``d`` of shape ``[n_pairs, T]`` (or ``[T]`` for one curve). It
+decays roughly as ``A t^-alpha``. This module fits ``alpha`` (DESIGN.md section 2).
+
+The fit window
+--------------
+``alpha`` depends strongly on where it is measured: on one small trained model the same layer
+gave ``alpha = 0.35`` for ``t`` in ``[8, 240]`` and ``alpha = 0.56`` for ``t`` in ``[32, 2048]``.
+The curves are not pure power laws (the theory predicts ``(log t)^(L-1) / t``, whose local
+exponent drifts with ``t``), so a window is part of the measurement, not a detail. Therefore:
+
+* the window is fixed by default, ``t`` in ``[32, T]``: below ``t ~ 32`` a log-spaced bin holds
+  only one or a few integer positions and the curve still carries the transient of the prompt
+  boundary, so the first decade would dominate the slope with its least representative points;
+* every ``PowerLawFit`` carries the window actually used (``t_range``) next to ``alpha``;
+* ``alpha_vs_window`` maps ``alpha`` over many windows and ``local_exponent`` gives
+  ``alpha(t)``, so that a window effect is never mistaken for a finding.
+
+How a fit is made
+-----------------
+The summary curve over pairs (mean, geometric mean or median) is averaged in log-spaced bins of
+``t`` (``bins_per_decade`` per decade, edges starting at ``t_min``), then ``log y_bin`` is
+regressed on ``log t_bin`` by ordinary least squares. Within a bin the average is taken of
+``log y`` and the bin's position is the geometric mean of its ``t``: both are then means of the
+same linear function of ``log t`` for a power law, so an exact power law is fitted exactly,
+whatever the bins hold. (The arithmetic mean of ``t^-alpha`` over a bin is not
+``t_bin^-alpha``, and on an integer grid the mismatch differs from bin to bin, which would bias
+``alpha``.) The confidence interval of ``alpha`` is a percentile bootstrap over pairs, in the
+same window as the point fit.
+
+The noise floor
+---------------
+In float32 an offset cannot be measured below roughly ``eps * ||h||``. ``noise_floor_curve``
+turns a float32-versus-float64 comparison into an absolute floor ``[T]``; given to
+``fit_power_law`` as ``floor``, it ends the window before the first ``t`` where the summary
+curve drops below ``floor_factor * floor``, records that ``t`` as ``floor_t``, and refuses
+(``NoiseFloorError``) rather than fit a window too short to hold ``min_bins`` bins.
+
+Everything is numpy, float64 throughout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+__all__ = [
+    "NoiseFloorError",
+    "PowerLawFit",
+    "alpha_vs_window",
+    "fit_power_law",
+    "local_exponent",
+    "log_binned",
+    "noise_floor_curve",
+    "summary_curve",
+]
+
+_SUMMARIES = ("mean", "geomean", "median")
+
+# A t exactly on a bin edge (t_min * 10**(k / bins_per_decade)) must land in the bin it opens,
+# but log10 of it can come out a rounding error short; this slack, far above float64 rounding
+# and far below any real gap between positions, puts it where it belongs.
+_EDGE_SLACK = 1e-9
+
+# Bootstrap resamples are gathered in chunks of at most this many float64 elements
+# (32 MiB), so that n_boot * n_pairs * T never has to fit in memory at once.
+_BOOT_CHUNK_ELEMENTS = 1 << 22
+
+
+class NoiseFloorError(ValueError):
+    """The noise floor leaves too short a window to fit; raised instead of fitting below it."""
+
+
+class _BadWindowError(ValueError):
+    """The requested window is empty, reversed, outside the data or holds too few bins."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerLawFit:
+    """Result of ``fit_power_law``: ``d(t) ~ prefactor * t**-alpha`` over ``t_range``.
+
+    alpha: decay exponent (dimensionless). ci: bootstrap interval of alpha over pairs at
+    ``confidence``, ``(nan, nan)`` for one curve or ``n_boot = 0``. prefactor: in the units
+    of ``d``. r2: of the log-log least squares on the ``n_bins`` binned points. t_range: first
+    and last position actually used, after floor truncation. floor_t: first position
+    ``>= t_min`` where the summary curve fell below ``floor_factor * floor`` (it may lie beyond
+    the window's end), None if never or no floor was given. summary: how pairs were combined.
+    """
+
+    alpha: float
+    ci: tuple[float, float]
+    prefactor: float
+    r2: float
+    t_range: tuple[int, int]
+    n_bins: int
+    floor_t: int | None
+    summary: str
+    confidence: float
+
+    def to_dict(self) -> dict:
+        """Plain ints/floats/None/lists; nan becomes None so that strict JSON accepts it."""
+        def plain(v):
+            if isinstance(v, tuple):
+                return [plain(x) for x in v]
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            return v
+
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def summary_curve(d, summary: str = "mean") -> np.ndarray:
+    """Combine pairs: ``[..., n_pairs, T] -> [..., T]``; a single curve ``[T]`` is returned as is.
+
+    ``summary`` is "mean", "geomean" (``exp(mean log d)``) or "median", taken over pairs.
+    """
+    _check_summary(summary)
+    d = np.asarray(d, dtype=np.float64)
+    if d.ndim == 0:
+        raise ValueError(f"d must have at least one axis (positions t), got shape {d.shape}")
+    if d.ndim == 1:
+        return d.copy()
+    if summary == "mean":
+        return d.mean(axis=-2)
+    if summary == "geomean":
+        return np.exp(np.log(d).mean(axis=-2))
+    return np.median(d, axis=-2)
+
+
+def log_binned(t, y, *, t_min, t_max, bins_per_decade=8) -> tuple[np.ndarray, np.ndarray]:
+    """Average ``y`` over log-spaced bins of ``t`` in ``[t_min, t_max]`` (inclusive).
+
+    t: ``[T]`` positive, strictly increasing. y: ``[..., T]``, leading axes kept. Bin edges are
+    ``t_min * 10**(k / bins_per_decade)``. Returns ``t_bin [n_bins]``, the geometric mean of the
+    ``t`` in each bin, and ``y_bin [..., n_bins]``, the arithmetic mean of ``y`` in each bin;
+    empty bins are dropped.
+    """
+    t = _check_t(t)
+    y = np.asarray(y, dtype=np.float64)
+    _check_last_axis(t, y, "y")
+    _check_window(t, t_min, t_max)
+    inside, starts = _log_bins(t, t_min, t_max, bins_per_decade)
+    if not inside.any():
+        raise _BadWindowError(f"no t lies in the window [{_py(t_min)}, {_py(t_max)}]")
+    return np.exp(_bin_mean(np.log(t[inside]), starts)), _bin_mean(y[..., inside], starts)
+
+
+def fit_power_law(
+    t,
+    d,
+    *,
+    t_min=32,
+    t_max=None,
+    bins_per_decade=8,
+    summary="mean",
+    n_boot=1000,
+    confidence=0.95,
+    seed=0,
+    floor=None,
+    floor_factor=10.0,
+    min_bins=4,
+) -> PowerLawFit:
+    """Fit ``d(t) ~ prefactor * t**-alpha`` over ``t`` in ``[t_min, t_max]`` (positions, tokens).
+
+    t: ``[T]`` positive, strictly increasing (normally ``1..T``). d: ``[n_pairs, T]`` or ``[T]``,
+    finite and ``> 0`` inside the window. t_max defaults to ``t[-1]``. floor: None, a scalar or
+    ``[T]`` absolute noise level in the units of ``d``; the window then ends before the first
+    ``t >= t_min`` where the summary curve is below ``floor_factor * floor``, and
+    ``NoiseFloorError`` is raised if fewer than ``min_bins`` bins remain. The bootstrap
+    resamples pairs ``n_boot`` times (``numpy.random.default_rng(seed)``) in the same window.
+    """
+    t, d = _check_curves(t, d)
+    _check_summary(summary)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got confidence = {confidence!r}")
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got n_boot = {n_boot!r}")
+    if min_bins < 2:
+        raise ValueError(f"min_bins must be >= 2 (a line needs two points), got min_bins = {min_bins!r}")
+    t_max = t[-1] if t_max is None else t_max
+    _check_window(t, t_min, t_max)
+    window = (t >= t_min) & (t <= t_max)
+    _check_values(t, d, window, np.isfinite, "non-finite")
+
+    floor_t = None if floor is None else _floor_crossing(t, d, t_min, summary, floor, floor_factor)
+    truncated = floor_t is not None and floor_t <= t_max
+    if truncated:
+        window &= t < floor_t
+        if not window.any():
+            raise NoiseFloorError(
+                f"the summary curve is already below floor_factor * floor at t = {_py(floor_t)}, "
+                f"the start of the window [{_py(t_min)}, {_py(t_max)}]: no window is left above "
+                f"the noise floor; refusing to fit"
+            )
+    # Checked after truncation: below the floor an offset may legitimately underflow to zero.
+    _check_values(t, d, window, lambda x: x > 0, "non-positive (log impossible)")
+
+    t_used = t[window]
+    _, starts = _log_bins(t_used, t_min, t_used[-1], bins_per_decade)
+    n_bins = len(starts)
+    if n_bins < min_bins:
+        where = f"t in [{_py(t_used[0])}, {_py(t_used[-1])}] holds {n_bins} non-empty bins"
+        if truncated:
+            raise NoiseFloorError(
+                f"the noise floor is reached at t = {_py(floor_t)} (summary below floor_factor = "
+                f"{floor_factor!r} times the floor); the window left, {where}, fewer than "
+                f"min_bins = {min_bins}; refusing to fit below the floor"
+            )
+        raise _BadWindowError(f"window too short: {where}, fewer than min_bins = {min_bins}")
+
+    # Bins average log y (and log t): exact for a power law, see the module docstring.
+    d_used = d[..., window]
+    log_t_bin = _bin_mean(np.log(t_used), starts)
+    slope, intercept, r2 = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d_used, summary)), starts))
+
+    ci = (math.nan, math.nan)
+    if d.ndim == 2 and n_boot > 0:
+        n_pairs = d.shape[0]
+        resamples = np.random.default_rng(seed).integers(0, n_pairs, size=(n_boot, n_pairs))
+        chunk = max(1, _BOOT_CHUNK_ELEMENTS // d_used.size)
+        boot_slopes = np.concatenate([
+            _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d_used[idx], summary)), starts))[0]
+            for idx in np.split(resamples, range(chunk, n_boot, chunk))
+        ])
+        lo, hi = np.quantile(-boot_slopes, [(1 - confidence) / 2, (1 + confidence) / 2])
+        ci = (float(lo), float(hi))
+
+    return PowerLawFit(
+        alpha=float(-slope),
+        ci=ci,
+        prefactor=float(np.exp(intercept)),
+        r2=float(r2),
+        t_range=(_py(t_used[0]), _py(t_used[-1])),
+        n_bins=n_bins,
+        floor_t=None if floor_t is None else _py(floor_t),
+        summary=summary,
+        confidence=float(confidence),
+    )
+
+
+def local_exponent(t, d, *, bins_per_decade=8, summary="mean", t_min=1, t_max=None) -> tuple[np.ndarray, np.ndarray]:
+    """Local exponent ``alpha(t) = -dlog d / dlog t`` on a log-spaced grid.
+
+    t: ``[T]``; d: ``[n_pairs, T]`` or ``[T]``, finite and ``> 0`` in ``[t_min, t_max]``. The
+    summary curve is log-binned as in ``fit_power_law``; differences of ``log y_bin`` against
+    ``log t_bin`` between neighbouring bins are centred at their geometric midpoint. Returns
+    ``t_grid [n_bins - 1]`` (positions) and ``alpha_t [n_bins - 1]`` (dimensionless).
+    """
+    t, d = _check_curves(t, d)
+    t_max = t[-1] if t_max is None else t_max
+    _check_window(t, t_min, t_max)
+    window = (t >= t_min) & (t <= t_max)
+    _check_values(t, d, window, np.isfinite, "non-finite")
+    _check_values(t, d, window, lambda x: x > 0, "non-positive (log impossible)")
+    _, starts = _log_bins(t[window], t_min, t_max, bins_per_decade)
+    if len(starts) < 2:
+        raise _BadWindowError(f"window [{_py(t_min)}, {_py(t_max)}] holds fewer than 2 bins")
+    log_t = _bin_mean(np.log(t[window]), starts)
+    log_y = _bin_mean(np.log(summary_curve(d[..., window], summary)), starts)
+    return np.exp((log_t[1:] + log_t[:-1]) / 2), -np.diff(log_y) / np.diff(log_t)
+
+
+def alpha_vs_window(t, d, t_mins, t_maxs, **fit_kwargs) -> np.ndarray:
+    """``alpha`` of ``fit_power_law`` for every window: ``[len(t_mins), len(t_maxs)]``.
+
+    nan where the window is invalid (reversed, outside the data), too short for ``min_bins``,
+    or cut short by the noise floor; other errors (bad ``d``, bad arguments) still raise.
+    ``fit_kwargs`` go to ``fit_power_law``; the bootstrap is off (``n_boot = 0``) for speed.
+    """
+    fit_kwargs = {**fit_kwargs, "n_boot": 0}
+    alphas = np.full((len(t_mins), len(t_maxs)), np.nan)
+    for i, lo in enumerate(t_mins):
+        for j, hi in enumerate(t_maxs):
+            try:
+                alphas[i, j] = fit_power_law(t, d, t_min=lo, t_max=hi, **fit_kwargs).alpha
+            except (_BadWindowError, NoiseFloorError):
+                pass  # an unusable window is a nan in the map, not a failure of the map
+    return alphas
+
+
+def noise_floor_curve(d_low, d_ref, *, bins_per_decade=8) -> np.ndarray:
+    """Absolute noise floor ``[T]`` from the same offsets in low (float32) and float64 precision.
+
+    d_low, d_ref: ``[n_pairs, T]`` or ``[T]``, positions ``t = 1..T``. The measured error
+    ``|d_low - d_ref|``, max over pairs, is turned into an upper envelope: the max within each
+    log-spaced bin of ``t`` (edges ``10**(k / bins_per_decade)``), broadcast back to every ``t``
+    of the bin. Units of ``d``.
+    """
+    d_low = np.asarray(d_low, dtype=np.float64)
+    d_ref = np.asarray(d_ref, dtype=np.float64)
+    if d_low.shape != d_ref.shape or d_low.ndim not in (1, 2):
+        raise ValueError(
+            f"d_low and d_ref must share a shape [n_pairs, T] or [T], got {d_low.shape} and {d_ref.shape}"
+        )
+    err = np.abs(d_low - d_ref)
+    if not np.isfinite(err).all():
+        raise ValueError("d_low or d_ref holds non-finite values; the floor cannot be measured")
+    err = err.reshape(-1, err.shape[-1]).max(axis=0)
+    _, starts = _log_bins(np.arange(1.0, err.size + 1), 1.0, err.size, bins_per_decade)
+    # Bin by bin rather than a running max: the floor may fall as well as rise with t.
+    return np.repeat(np.maximum.reduceat(err, starts), np.diff(starts, append=err.size))
+
+
+def _ols_loglog(log_t, log_y):
+    """Least squares ``log_y = slope * log_t + intercept``, batched over leading axes of log_y.
+
+    log_t: ``[n]``; log_y: ``[..., n]``. Returns slope, intercept, r2, each ``[...]``. Closed
+    form, so the point fit and all bootstrap resamples share it without a loop.
+    """
+    x = log_t - log_t.mean()
+    y_mean = log_y.mean(axis=-1)
+    slope = (log_y @ x) / (x @ x)
+    intercept = y_mean - slope * log_t.mean()
+    resid = log_y - (slope[..., None] * log_t + intercept[..., None])
+    ss_res = (resid**2).sum(axis=-1)
+    ss_tot = ((log_y - y_mean[..., None]) ** 2).sum(axis=-1)
+    # A flat curve (alpha = 0) is fitted exactly, but rounding in the logs leaves ss_tot of order
+    # n * (eps * |log y|)^2 rather than 0, and 1 - ss_res / ss_tot would be noise: call it r2 = 1.
+    rounding = log_y.shape[-1] * (16 * np.finfo(np.float64).eps * np.abs(log_y).max(axis=-1, initial=1.0)) ** 2
+    flat = ss_tot <= rounding
+    r2 = np.where(flat, 1.0, 1 - ss_res / np.where(flat, 1.0, ss_tot))
+    return slope, intercept, r2
+
+
+def _log_bins(t, t_min, t_max, bins_per_decade):
+    """Log-spaced bins of the sorted ``t [T]`` in ``[t_min, t_max]``, edges ``t_min * 10**(k / bpd)``.
+
+    Returns ``inside [T]`` (bool) and ``starts [n_bins]``, the index in ``t[inside]`` where each
+    non-empty bin begins: ``t`` is sorted, so bins are contiguous runs and empty ones never appear.
+    """
+    if not bins_per_decade > 0:
+        raise ValueError(f"bins_per_decade must be > 0, got bins_per_decade = {bins_per_decade!r}")
+    inside = (t >= t_min) & (t <= t_max)
+    bins = np.floor(bins_per_decade * np.log10(t[inside] / t_min) + _EDGE_SLACK).astype(np.int64)
+    return inside, np.flatnonzero(np.diff(bins, prepend=-1))
+
+
+def _bin_mean(y, starts):
+    """Mean of ``y [..., n]`` over the contiguous bins beginning at ``starts`` -> ``[..., n_bins]``."""
+    return np.add.reduceat(y, starts, axis=-1) / np.diff(starts, append=y.shape[-1])
+
+
+def _floor_crossing(t, d, t_min, summary, floor, floor_factor):
+    """First ``t >= t_min`` where the summary curve is below ``floor_factor * floor``, or None."""
+    if not floor_factor > 0:
+        raise ValueError(f"floor_factor must be > 0, got floor_factor = {floor_factor!r}")
+    floor = np.asarray(floor, dtype=np.float64)
+    if floor.ndim > 1 or floor.size not in (1, t.size):
+        raise ValueError(f"floor must be a scalar or have shape [T] = ({t.size},), got shape {floor.shape}")
+    floor = np.broadcast_to(floor.reshape(-1), t.shape)
+    if not (np.isfinite(floor) & (floor >= 0)).all():
+        raise ValueError("floor must be finite and >= 0 at every t")
+    after = t >= t_min
+    # Zeros below the floor are expected (offsets underflow); their log is -inf, not an error.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        below = summary_curve(d[..., after], summary) < floor_factor * floor[after]
+    return t[after][np.argmax(below)] if below.any() else None
+
+
+def _check_t(t):
+    """``t`` as float64 ``[T]``, positive and strictly increasing."""
+    t = np.asarray(t, dtype=np.float64)
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"t must have shape [T] with T >= 1, got shape {t.shape}")
+    if not np.isfinite(t).all() or (t <= 0).any():
+        k = int(np.argmax(~(np.isfinite(t) & (t > 0))))
+        raise ValueError(f"t must be finite and positive; t[{k}] = {_py(t[k])}")
+    if (np.diff(t) <= 0).any():
+        k = int(np.argmax(np.diff(t) <= 0)) + 1
+        raise ValueError(f"t must be strictly increasing; t[{k}] = {_py(t[k])} after t[{k - 1}] = {_py(t[k - 1])}")
+    return t
+
+
+def _check_curves(t, d):
+    """``t`` as float64 ``[T]`` and ``d`` as float64 ``[n_pairs, T]`` or ``[T]``."""
+    t = _check_t(t)
+    d = np.asarray(d, dtype=np.float64)
+    if d.ndim not in (1, 2):
+        raise ValueError(f"d must have shape [n_pairs, T] or [T], got shape {d.shape}")
+    _check_last_axis(t, d, "d")
+    return t, d
+
+
+def _check_last_axis(t, arr, name):
+    if arr.ndim == 0 or arr.shape[-1] != t.size:
+        raise ValueError(
+            f"{name} has shape {arr.shape}: its last axis must match t, which has {t.size} positions"
+        )
+
+
+def _check_summary(summary):
+    if summary not in _SUMMARIES:
+        raise ValueError(f"unknown summary {summary!r}; expected one of {_SUMMARIES}")
+
+
+def _check_window(t, t_min, t_max):
+    if not t_min < t_max:
+        raise _BadWindowError(f"need t_min < t_max, got t_min = {_py(t_min)} and t_max = {_py(t_max)}")
+    if t_min < t[0] or t_max > t[-1]:
+        raise _BadWindowError(
+            f"window [t_min, t_max] = [{_py(t_min)}, {_py(t_max)}] lies outside the data, "
+            f"which covers t in [{_py(t[0])}, {_py(t[-1])}]"
+        )
+
+
+def _check_values(t, d, window, ok, what):
+    """Raise naming the first position in the window where ``ok(d)`` fails for some pair."""
+    bad = window & ~ok(d).reshape(-1, t.size).all(axis=0)
+    if bad.any():
+        raise ValueError(f"d is {what} inside the fit window at t = {_py(t[np.argmax(bad)])}")
+
+
+def _py(x):
+    """A position or bound as a plain Python number: int when it is integral, else float."""
+    x = float(x)
+    return int(x) if x.is_integer() else x

@@ -1,0 +1,189 @@
+"""Prompt-pair offsets: how far two prompts keep a shared continuation apart (DESIGN.md section 1).
+
+Two prompts ``a``, ``b`` and one continuation ``c`` of length ``T``; the model runs on ``a+c`` and
+``b+c`` and the offset at continuation position ``t = 1..T`` (index ``P + t - 1``) is
+
+    l2[l, t]       = || h_l(a+c)[P+t-1] - h_l(b+c)[P+t-1] ||_2
+    relative[l, t] = l2[l, t] / mean(||h_l(a+c)[P+t-1]||, ||h_l(b+c)[P+t-1]||)
+    kl[t]          = KL( p(. | a+c[:P+t]) || p(. | b+c[:P+t]) )   (nats, next-token distributions)
+
+``pair_offsets`` is the pure, traceable computation (vmap or jit it as you like);
+``prompt_pair_offsets`` is the front door: it checks the inputs on the host, runs at full matmul
+precision, compiles once per shape and walks over pairs in equal chunks with a progress bar.
+
+No padding anywhere, and by default one pair per compiled call: every pair runs through the same
+program at its own length, so a pair measured alone or among any others gives bit-identical
+numbers (XLA may round differently when it fuses a batch or a loop of pairs). It is also the
+faster choice at long T on a CPU, where the attention weights of many pairs at once are
+gigabytes (benchmarks/offsets.py measures it). ``pairs_per_call > 1`` batches several pairs per
+call instead: faster for short continuations or on a GPU, equal to single runs to rounding only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from contextlib import ExitStack
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from tqdm.auto import tqdm
+
+from nohair_jax.fit import noise_floor_curve
+from nohair_jax.model import Transformer
+
+@dataclasses.dataclass(frozen=True)
+class Offsets:
+    """Offsets of ``n_pairs`` prompt pairs at continuation positions ``t = 1..T``.
+
+    l2:       [n_pairs, L+1, T] Euclidean distance of the residual streams (units of h).
+    relative: [n_pairs, L+1, T] l2 divided by the mean of the two hidden-state norms.
+    kl:       [n_pairs, T] KL divergence of the next-token distributions, a-run from b-run (nats);
+              rounding can leave values of order -1e-7 where the two are nearly equal.
+    norm:     [n_pairs, L+1, T] mean of the two hidden-state norms (the scale of the float noise).
+    prompt_len: P, the prompt length the continuation follows.
+    """
+
+    l2: np.ndarray
+    relative: np.ndarray
+    kl: np.ndarray
+    norm: np.ndarray
+    prompt_len: int
+
+    @property
+    def t(self) -> np.ndarray:
+        """Continuation positions 1..T."""
+        return np.arange(1, self.l2.shape[-1] + 1)
+
+
+def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array):
+    """Traceable core: int [n, Pa], [n, Pb], [n, T] -> (l2, relative, norm [n, L+1, T], kl [n, T]).
+
+    Pa and Pb may differ only for models without absolute positions (checked by the caller).
+    """
+    tokens_a = jnp.concatenate([prompts_a, continuations], axis=1)
+    tokens_b = jnp.concatenate([prompts_b, continuations], axis=1)
+    length = continuations.shape[1]
+    # Two forward passes of one shape each, so identical prompts run through identical code.
+    out_a, out_b = model(tokens_a), model(tokens_b)
+    h_a = out_a.hidden[:, :, -length:]  # [L+1, n, T, D]
+    h_b = out_b.hidden[:, :, -length:]
+    l2 = jnp.linalg.norm(h_a - h_b, axis=-1)
+    norm = 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
+    relative = jnp.where(l2 > 0, l2 / jnp.where(norm > 0, norm, 1), 0.0)
+    logp_a = jax.nn.log_softmax(out_a.logits[:, -length:], axis=-1)
+    logp_b = jax.nn.log_softmax(out_b.logits[:, -length:], axis=-1)
+    kl = jnp.sum(jnp.exp(logp_a) * (logp_a - logp_b), axis=-1)
+    to_pairs = lambda x: jnp.moveaxis(x, 0, 1)  # [L+1, n, T] -> [n, L+1, T]
+    return to_pairs(l2), to_pairs(relative), to_pairs(norm), kl
+
+
+@functools.partial(jax.jit, static_argnames="graphdef")
+def _offsets_call(graphdef, state, prompts_a, prompts_b, continuations):
+    return pair_offsets(nnx.merge(graphdef, state), prompts_a, prompts_b, continuations)
+
+
+def _as_tokens(name: str, x, vocab_size: int) -> np.ndarray:
+    """Host-side check of a token array: integer dtype, ids in [0, vocab_size)."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        where = tuple(int(i) for i in np.argwhere(arr == bad)[0])
+        raise ValueError(f"{name} holds token id {bad} at index {where}, outside the vocabulary [0, {vocab_size})")
+    return arr.astype(np.int32)
+
+
+def check_pairs(cfg, prompts_a, prompts_b, continuations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a prompt-pair batch against a model config; returns int32 arrays [n, Pa], [n, Pb], [n, T].
+
+    A 1-D ``continuations`` [T] is shared by every pair.
+    """
+    a = _as_tokens("prompts_a", prompts_a, cfg.vocab_size)
+    b = _as_tokens("prompts_b", prompts_b, cfg.vocab_size)
+    c = _as_tokens("continuations", continuations, cfg.vocab_size)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] == 0 or b.shape[1] == 0:
+        raise ValueError(f"prompts must have shape [n_pairs, P] with P >= 1, got {a.shape} and {b.shape}")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"prompts_a has {a.shape[0]} pairs but prompts_b has {b.shape[0]}")
+    if a.shape[1] != b.shape[1] and cfg.position in ("learned", "sinusoidal"):
+        raise ValueError(
+            f"prompts of unequal length (P_a={a.shape[1]}, P_b={b.shape[1]}) would shift the continuation's "
+            f"absolute positions (position={cfg.position!r}); use equal lengths or a relative/no position encoding"
+        )
+    if c.ndim == 1:
+        c = np.broadcast_to(c, (a.shape[0], c.shape[0]))
+    if c.ndim != 2 or c.shape[0] != a.shape[0] or c.shape[1] == 0:
+        raise ValueError(f"continuations must have shape [T] or [n_pairs={a.shape[0]}, T] with T >= 1, got {c.shape}")
+    total = max(a.shape[1], b.shape[1]) + c.shape[1]
+    if cfg.position == "learned" and total > cfg.max_len:
+        raise ValueError(
+            f"P + T = {total} exceeds the learned position table (max_len={cfg.max_len}); "
+            "shorten the continuation or use a model with a longer table"
+        )
+    return a, b, np.ascontiguousarray(c)
+
+
+def prompt_pair_offsets(
+    model: Transformer,
+    prompts_a,
+    prompts_b,
+    continuations,
+    *,
+    pairs_per_call: int = 1,
+    float64: bool = False,
+    progress: bool = False,
+) -> Offsets:
+    """Offsets of each prompt pair at every layer and continuation position.
+
+    Args:
+      model: a ``Transformer`` (parameters are read, never changed).
+      prompts_a, prompts_b: int [n_pairs, P] token ids.
+      continuations: int [n_pairs, T], or [T] shared by every pair.
+      pairs_per_call: pairs batched into one compiled call (1: bit-identical to single runs).
+        Every call has the same shape (the last is filled up with repeats of the final pair and
+        trimmed), so there is one compilation per shape.
+      float64: run parameters and activations in float64 (for measurements near the float32
+        noise floor); results are float64.
+      progress: show a progress bar over calls.
+
+    Returns:
+      ``Offsets`` with numpy arrays l2, relative, norm [n_pairs, L+1, T] and kl [n_pairs, T].
+    """
+    cfg = model.config
+    a, b, c = check_pairs(cfg, prompts_a, prompts_b, continuations)
+    n = a.shape[0]
+    if not (isinstance(pairs_per_call, int) and pairs_per_call >= 1):
+        raise ValueError(f"pairs_per_call must be an int >= 1, got {pairs_per_call!r}")
+    k = min(pairs_per_call, n)
+
+    graphdef, state = nnx.split(model)
+    results = []
+    with ExitStack() as stack:
+        # Full precision: on GPUs the default may be TF32 or bf16, a noise floor on every offset.
+        stack.enter_context(jax.default_matmul_precision("highest"))
+        if float64:
+            stack.enter_context(jax.enable_x64(True))
+            state = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), state)
+        for start in tqdm(range(0, n, k), desc="offsets", unit="call", disable=not progress, leave=False):
+            idx = np.minimum(np.arange(start, start + k), n - 1)
+            results.append([np.asarray(x) for x in _offsets_call(graphdef, state, a[idx], b[idx], c[idx])])
+    l2, relative, norm, kl = (np.concatenate(parts)[:n] for parts in zip(*results))
+    return Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1])
+
+
+def measure_noise_floor(model: Transformer, prompts_a, prompts_b, continuations, *, n_pairs: int = 2) -> np.ndarray:
+    """Float noise of the l2 offsets, measured, not guessed: [L+1, T] in the units of h.
+
+    Runs the first ``n_pairs`` pairs in the model's dtype and in float64 and turns the difference
+    into a per-layer envelope over log-spaced bins of t (``fit.noise_floor_curve``). Give a layer's
+    row to ``fit_power_law(..., floor=...)`` so the fit window ends above it.
+    """
+    a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
+    keep = slice(0, max(1, min(n_pairs, a.shape[0])))
+    low = prompt_pair_offsets(model, a[keep], b[keep], c[keep]).l2
+    ref = prompt_pair_offsets(model, a[keep], b[keep], c[keep], float64=True).l2
+    return np.stack([noise_floor_curve(low[:, layer], ref[:, layer]) for layer in range(low.shape[1])])

@@ -1,0 +1,72 @@
+"""Prompt pairs to measure with: random tokens, or prompts and continuations cut from a text.
+
+Every draw comes from an explicit seed (numpy's PCG64), on the host, so the same seed gives the
+same pairs on any machine and any JAX backend.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class PromptPairs(NamedTuple):
+    """prompts_a, prompts_b: int32 [n_pairs, P]; continuations: int32 [n_pairs, T]."""
+
+    prompts_a: np.ndarray
+    prompts_b: np.ndarray
+    continuations: np.ndarray
+
+
+def _check_sizes(n_pairs: int, prompt_len: int, length: int) -> None:
+    for name, value in (("n_pairs", n_pairs), ("prompt_len", prompt_len), ("length", length)):
+        if not (isinstance(value, (int, np.integer)) and value >= 1):
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def random_prompt_pairs(
+    seed: int, n_pairs: int, prompt_len: int, length: int, vocab_size: int, *, shared_continuation: bool = False
+) -> PromptPairs:
+    """Uniformly random tokens in [0, vocab_size); prompts a and b drawn independently.
+
+    With ``shared_continuation`` every pair gets the same continuation (still shape [n_pairs, T]).
+    """
+    _check_sizes(n_pairs, prompt_len, length)
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be >= 2 for two different prompts, got {vocab_size}")
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, vocab_size, (n_pairs, prompt_len), dtype=np.int32)
+    b = rng.integers(0, vocab_size, (n_pairs, prompt_len), dtype=np.int32)
+    rows = 1 if shared_continuation else n_pairs
+    c = rng.integers(0, vocab_size, (rows, length), dtype=np.int32)
+    return PromptPairs(a, b, np.ascontiguousarray(np.broadcast_to(c, (n_pairs, length))))
+
+
+def text_prompt_pairs(
+    tokens, seed: int, n_pairs: int, prompt_len: int, length: int, *, shared_continuation: bool = False
+) -> PromptPairs:
+    """Prompts and continuations cut from one token stream (for example the bytes of a text).
+
+    Each pair takes three independent random cuts of the stream: prompt a, prompt b
+    (``prompt_len`` tokens each) and the continuation (``length`` tokens), so the continuation is
+    real text that neither prompt leads into (except by chance, when cuts touch).
+
+    Args:
+      tokens: int [N] token ids, N >= prompt_len + length.
+    """
+    _check_sizes(n_pairs, prompt_len, length)
+    stream = np.asarray(tokens)
+    if stream.ndim != 1 or stream.dtype.kind not in "iu":
+        raise ValueError(f"tokens must be a 1-D integer array, got shape {stream.shape} and dtype {stream.dtype}")
+    if stream.size < max(prompt_len, length) + 1:
+        raise ValueError(f"the text has {stream.size} tokens, too few for cuts of {prompt_len} and {length}")
+    rng = np.random.default_rng(seed)
+
+    def cuts(rows: int, size: int) -> np.ndarray:
+        starts = rng.integers(0, stream.size - size + 1, rows)
+        return stream[starts[:, None] + np.arange(size)].astype(np.int32)
+
+    a, b = cuts(n_pairs, prompt_len), cuts(n_pairs, prompt_len)
+    c = cuts(1 if shared_continuation else n_pairs, length)
+    return PromptPairs(a, b, np.ascontiguousarray(np.broadcast_to(c, (n_pairs, length))))

@@ -1,0 +1,59 @@
+"""Figures, drawn from saved result files (never from state that only lived in memory).
+
+Uses matplotlib's object API (``Figure``), so no backend or display is needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from nohair_jax.fit import alpha_vs_window, local_exponent, summary_curve
+
+
+def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[dict], floor: np.ndarray | None, *, title: str = "") -> Figure:
+    """Three panels for one model: offsets per layer, local exponent per layer, alpha against window.
+
+    Args:
+      t: [T] continuation positions 1..T.
+      l2: [n_pairs, L+1, T] offsets; layer 0 (identically zero) is not drawn.
+      fits: one dict per layer 1..L, ``PowerLawFit.to_dict()`` or ``{"error": message}``.
+      floor: [L+1, T] measured noise floor, or None when it was not measured.
+    """
+    n_layers = l2.shape[1] - 1
+    colors = [f"C{i % 10}" for i in range(n_layers)]
+    fig = Figure(figsize=(15, 4.6))
+    ax_off, ax_loc, ax_win = fig.subplots(1, 3)
+
+    for layer, (fit, color) in enumerate(zip(fits, colors), start=1):
+        curve = summary_curve(l2[:, layer])
+        positive = (l2[:, layer] > 0).all(axis=0)  # logs need every pair above zero
+        label = f"layer {layer}"
+        if "alpha" in fit:
+            lo, hi = fit["ci"] if fit["ci"] and None not in fit["ci"] else (np.nan, np.nan)
+            label += f": alpha {fit['alpha']:.2f} [{lo:.2f}, {hi:.2f}]"
+            t0, t1 = fit["t_range"]
+            tt = np.geomspace(t0, t1, 50)
+            ax_off.plot(tt, fit["prefactor"] * tt ** -fit["alpha"], "k--", lw=1)
+        ax_off.loglog(t[positive], curve[positive], color=color, label=label)
+        if floor is not None and np.any(floor[layer] > 0):
+            ax_off.loglog(t, floor[layer], color=color, ls=":", lw=1)
+        if positive.sum() > 2:
+            t_loc, a_loc = local_exponent(t[positive], l2[:, layer][:, positive])
+            ax_loc.semilogx(t_loc, a_loc, color=color, label=f"layer {layer}")
+        if positive.all():
+            t_end = fit["t_range"][1] if "t_range" in fit else int(t[-1])
+            starts = np.unique(np.geomspace(2, max(3, t_end / 8), 12).astype(int))
+            alphas = alpha_vs_window(t, l2[:, layer], starts, [t_end])[:, 0]
+            ax_win.semilogx(starts, alphas, "o-", color=color, ms=3, label=f"layer {layer}")
+
+    ax_off.set(xlabel="continuation position t", ylabel="offset ||h_a - h_b|| (mean over pairs)", title="offsets; fits dashed, noise floor dotted")
+    ax_off.legend(fontsize=7)
+    ax_loc.axhline(1.0, color="grey", lw=1, ls="--")
+    ax_loc.set(xlabel="t", ylabel="local exponent -dlog d / dlog t", title="local exponent (1 = pure dilution)")
+    ax_loc.legend(fontsize=7)
+    ax_win.set(xlabel="window start t_min (window ends at the fit's t_max)", ylabel="alpha", title="alpha against the fit window")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

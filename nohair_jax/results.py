@@ -1,0 +1,70 @@
+"""Result files written whole or not at all.
+
+Every writer goes through a temporary file in the destination folder and an atomic rename, so an
+interrupted run never leaves a half-written result that a later run or a reader would trust.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _jsonable(x: Any) -> Any:
+    """numpy scalars and arrays to Python; non-finite floats to None (JSON has no NaN)."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def save_json(path: str | os.PathLike, data: dict) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(_jsonable(data), indent=2) + "\n")
+    return Path(path)
+
+
+def load_json(path: str | os.PathLike) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def save_npz(path: str | os.PathLike, **arrays) -> Path:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+    return Path(path)
+
+
+def save_figure(path: str | os.PathLike, fig) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight", format=Path(path).suffix.lstrip(".") or "png")
+    return Path(path)

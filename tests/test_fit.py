@@ -1,0 +1,348 @@
+"""Tests of nohair_jax.fit against independent truths: exact and synthetic power laws,
+hand-computed bins, analytic local exponents, and a known noise floor."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from nohair_jax.fit import (
+    NoiseFloorError,
+    PowerLawFit,
+    alpha_vs_window,
+    fit_power_law,
+    local_exponent,
+    log_binned,
+    noise_floor_curve,
+    summary_curve,
+)
+
+T = 4096
+t_int = np.arange(1, T + 1)
+
+
+def noisy_pairs(seed, n_pairs, *, alpha=0.6, prefactor=2.0, sigma=0.5, n_t=512):
+    """d_ij = A t^-alpha exp(sigma * noise_ij), times a per-pair amplitude exp(0.3 * noise_i).
+
+    The expected value at every t is a constant times t^-alpha, so alpha is the truth for the
+    mean summary; the per-pair amplitude makes pairs differ as real prompt pairs do.
+    """
+    rng = np.random.default_rng(10_000 + seed)
+    t = np.arange(1, n_t + 1)
+    noise = sigma * rng.standard_normal((n_pairs, n_t)) + 0.3 * rng.standard_normal((n_pairs, 1))
+    return t, prefactor * t**-alpha * np.exp(noise)
+
+
+# --- exact power laws ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.6, 1.0, 1.7])
+@pytest.mark.parametrize("prefactor", [1e-3, 1.0, 250.0])
+@pytest.mark.parametrize("summary", ["mean", "geomean", "median"])
+def test_exact_power_law_recovered(alpha, prefactor, summary):
+    d = np.stack([prefactor * t_int**-alpha] * 3)
+    fit = fit_power_law(t_int, d, summary=summary, n_boot=0)
+    assert abs(fit.alpha - alpha) < 1e-10
+    assert abs(fit.prefactor / prefactor - 1) < 1e-10
+    assert abs(fit.r2 - 1) < 1e-12
+    assert fit.t_range == (32, T)
+    assert fit.floor_t is None
+
+
+def test_exact_power_law_on_non_integer_grid():
+    t = np.geomspace(1.5, 3e4, 700)
+    fit = fit_power_law(t, 7.0 * t**-0.45, t_min=2.0, n_boot=0)
+    assert abs(fit.alpha - 0.45) < 1e-10
+    assert abs(fit.prefactor - 7.0) < 1e-9
+    assert fit.t_range[0] == pytest.approx(t[t >= 2.0][0])
+
+
+def test_flat_curve_has_alpha_zero_and_r2_one():
+    fit = fit_power_law(t_int, np.full(T, 0.2), n_boot=0)
+    assert abs(fit.alpha) < 1e-12 and fit.r2 == 1.0
+
+
+def test_bootstrap_of_proportional_pairs_collapses_on_alpha():
+    # Pairs differing only by a prefactor: every resample's summary is an exact power law.
+    prefactors = np.array([0.5, 1.0, 3.0, 10.0, 0.1])
+    d = prefactors[:, None] * t_int**-0.8
+    for summary in ("mean", "geomean", "median"):
+        fit = fit_power_law(t_int, d, summary=summary, n_boot=200)
+        assert fit.ci[0] == pytest.approx(0.8, abs=1e-10)
+        assert fit.ci[1] == pytest.approx(0.8, abs=1e-10)
+
+
+# --- noisy power laws and the bootstrap ---------------------------------------------------
+
+
+def test_bootstrap_interval_covers_true_alpha():
+    covered, errors = 0, []
+    for seed in range(40):
+        t, d = noisy_pairs(seed, 32)
+        fit = fit_power_law(t, d, t_min=8, n_boot=300, seed=seed)
+        covered += fit.ci[0] <= 0.6 <= fit.ci[1]
+        errors.append(fit.alpha - 0.6)
+        assert fit.ci[0] < fit.alpha < fit.ci[1]
+    assert covered / 40 >= 0.8
+    assert abs(np.mean(errors)) < 0.005
+    assert np.max(np.abs(errors)) < 0.05
+
+
+def test_interval_narrows_with_more_pairs():
+    def median_width(n_pairs):
+        widths = []
+        for seed in range(5):
+            t, d = noisy_pairs(seed, n_pairs)
+            lo, hi = fit_power_law(t, d, t_min=8, n_boot=300, seed=seed).ci
+            widths.append(hi - lo)
+        return np.median(widths)
+
+    # Pairs are independent, so the width should shrink like 1/sqrt(n_pairs): 4x from 16 to 256.
+    assert median_width(256) < 0.5 * median_width(16)
+
+
+def test_bootstrap_is_reproducible_and_seeded():
+    t, d = noisy_pairs(0, 20)
+    a = fit_power_law(t, d, t_min=8, n_boot=100, seed=3)
+    b = fit_power_law(t, d, t_min=8, n_boot=100, seed=3)
+    c = fit_power_law(t, d, t_min=8, n_boot=100, seed=4)
+    assert a == b
+    assert a.ci != c.ci and a.alpha == c.alpha
+
+
+def test_one_curve_or_no_bootstrap_gives_nan_interval():
+    t, d = noisy_pairs(0, 8)
+    for fit in (fit_power_law(t, d[0], t_min=8), fit_power_law(t, d, t_min=8, n_boot=0)):
+        assert math.isnan(fit.ci[0]) and math.isnan(fit.ci[1])
+
+
+def test_to_dict_is_strict_json():
+    fit = fit_power_law(t_int, t_int**-0.5)
+    out = fit.to_dict()
+    assert json.loads(json.dumps(out, allow_nan=False)) == out
+    assert out["ci"] == [None, None] and out["t_range"] == [32, T] and out["floor_t"] is None
+    assert set(out) == {f for f in PowerLawFit.__dataclass_fields__}
+
+
+# --- summaries and bins -------------------------------------------------------------------
+
+
+def test_summary_curve_by_hand():
+    d = np.array([[1.0, 4.0], [4.0, 1.0], [16.0, 2.0]])
+    np.testing.assert_allclose(summary_curve(d, "mean"), [7.0, 7.0 / 3])
+    np.testing.assert_allclose(summary_curve(d, "geomean"), [4.0, 2.0])
+    np.testing.assert_allclose(summary_curve(d, "median"), [4.0, 2.0])
+    np.testing.assert_array_equal(summary_curve(d[0], "median"), d[0])
+
+
+def test_log_binned_by_hand():
+    # 2 bins per decade from t_min = 1: edges 1, 3.16, 10, 31.6 -> {1, 2, 3}, {4..9}, {10}.
+    t = np.arange(1, 11)
+    y = np.stack([t, 10.0 * t])
+    t_bin, y_bin = log_binned(t, y, t_min=1, t_max=10, bins_per_decade=2)
+    np.testing.assert_allclose(t_bin, [6 ** (1 / 3), (4 * 5 * 6 * 7 * 8 * 9) ** (1 / 6), 10.0])
+    np.testing.assert_allclose(y_bin, [[2.0, 6.5, 10.0], [20.0, 65.0, 100.0]])
+
+
+def test_log_binned_edges_window_and_empty_bins():
+    t = np.arange(1, 101)
+    # An edge (10, 100) opens its bin; the window's ends are inclusive.
+    t_bin, y_bin = log_binned(t, t, t_min=1, t_max=100, bins_per_decade=1)
+    np.testing.assert_allclose(y_bin, [5.0, 54.5, 100.0])
+    # 8 bins per decade from 1: [1.33, 1.78) holds no integer and is dropped.
+    t_bin, y_bin = log_binned(t, t, t_min=1, t_max=3, bins_per_decade=8)
+    np.testing.assert_allclose(t_bin, [1.0, 2.0, 3.0])
+    # A grid built on the edges themselves: each point opens its own bin, even where rounding
+    # puts it a hair below the edge (np.geomspace(3, 3e4, 33) does, at 6 of its points).
+    t_geo = np.geomspace(3, 3e4, 33)
+    t_bin, y_bin = log_binned(t_geo, t_geo, t_min=3, t_max=3e4, bins_per_decade=8)
+    np.testing.assert_allclose(t_bin, t_geo, rtol=1e-12)
+    # Edges start at t_min, not at 1: one decade from 20 puts all of 20..30 in one bin.
+    t_bin, y_bin = log_binned(t, t, t_min=20, t_max=30, bins_per_decade=1)
+    np.testing.assert_allclose(y_bin, [25.0])
+
+
+# --- local exponent -----------------------------------------------------------------------
+
+
+def test_local_exponent_of_power_law_is_constant():
+    t_grid, alpha_t = local_exponent(t_int, np.stack([2 * t_int**-0.7, t_int**-0.7]))
+    np.testing.assert_allclose(alpha_t, 0.7, atol=1e-10)
+    assert np.all(np.diff(t_grid) > 0) and t_grid[0] > 1 and t_grid[-1] < T
+
+
+def test_local_exponent_of_log_corrected_curve():
+    # d = (log t)^2 / t: -dlog d/dlog t = 1 - 2 / log t, the two-layer relay shape.
+    t = np.arange(1, 2**20 + 1)
+    t_grid, alpha_t = local_exponent(t, np.log(t) ** 2 / t, t_min=30)
+    np.testing.assert_allclose(alpha_t, 1 - 2 / np.log(t_grid), atol=2e-3)
+    assert alpha_t[-1] - alpha_t[0] > 0.2  # visibly not a power law
+
+
+# --- noise floor --------------------------------------------------------------------------
+
+
+def test_floor_truncates_window_and_rescues_alpha():
+    t = np.arange(1, 2**21 + 1)
+    d = 1 / t + 1e-6  # a power law on a constant pedestal of 1e-6
+    floored = fit_power_law(t, d, floor=1e-6)
+    # Truncated where 1/t + 1e-6 < 10 * 1e-6, i.e. at t > 1 / 9e-6.
+    assert floored.floor_t == math.floor(1 / 9e-6) + 1
+    assert floored.t_range == (32, floored.floor_t - 1)
+    assert abs(floored.alpha - 1) < 0.01
+    naive = fit_power_law(t, d)
+    assert naive.t_range == (32, 2**21)
+    assert abs(naive.alpha - 1) > 0.05 > 5 * abs(floored.alpha - 1)
+
+
+def test_floor_beyond_window_is_reported_but_changes_nothing():
+    t = np.arange(1, 2**18 + 1)
+    d = 1 / t + 1e-6
+    plain = fit_power_law(t, d, t_max=10_000, n_boot=0)
+    floored = fit_power_law(t, d, t_max=10_000, floor=np.full(t.size, 1e-6), n_boot=0)
+    assert floored.floor_t == math.floor(1 / 9e-6) + 1
+    assert floored.alpha == plain.alpha and floored.t_range == (32, 10_000)
+
+
+def test_zeros_below_the_floor_are_allowed():
+    # float32 offsets may underflow to exactly zero past the floor; that must not block the fit.
+    d = np.stack([t_int**-1.0, 2 * t_int**-1.0])
+    d[:, 1000:] = 0.0
+    for summary in ("mean", "geomean", "median"):
+        fit = fit_power_law(t_int, d, floor=1e-6, summary=summary, n_boot=50)
+        assert fit.floor_t == 1001 and fit.t_range == (32, 1000)
+        assert abs(fit.alpha - 1) < 1e-10
+
+
+def test_all_below_floor_raises():
+    with pytest.raises(NoiseFloorError, match=r"already below .* t = 32"):
+        fit_power_law(t_int, np.full(T, 1e-8), floor=1e-8)
+    assert issubclass(NoiseFloorError, ValueError)
+
+
+def test_floor_leaving_too_short_a_window_raises():
+    # The floor is crossed at t = 50: [32, 49] holds 2 bins at 8 per decade, fewer than 4.
+    d = np.where(t_int < 50, 1.0, 1e-9) * t_int**-1.0
+    with pytest.raises(NoiseFloorError, match=r"floor is reached at t = 50.*\[32, 49\]"):
+        fit_power_law(t_int, d, floor=1e-8)
+
+
+def test_noise_floor_curve_bounds_true_error():
+    rng = np.random.default_rng(0)
+    d64 = np.exp(rng.standard_normal((16, 1))) * t_int**-0.6
+    d32 = (d64 * (1 + 1e-7 * rng.standard_normal(d64.shape))).astype(np.float32)
+    true_err = np.abs(d32.astype(np.float64) - d64).max(axis=0)
+    floor = noise_floor_curve(d32, d64)
+    assert floor.shape == (T,)
+    assert np.all(floor >= true_err) and np.all(floor > 0)
+    # An envelope, not a blanket: within each bin it attains the true error somewhere.
+    assert floor.max() == true_err.max()
+
+
+def test_noise_floor_curve_by_hand():
+    # 2 bins per decade over t = 1..10: {1, 2, 3}, {4..9}, {10}.
+    err = np.array([0, 1, 0, 0, 3, 0, 0, 0, 0, 2.0])
+    d_ref = np.arange(1.0, 11.0)
+    floor = noise_floor_curve(d_ref + err, d_ref, bins_per_decade=2)
+    np.testing.assert_array_equal(floor, [1, 1, 1, 3, 3, 3, 3, 3, 3, 2])
+    np.testing.assert_array_equal(noise_floor_curve(np.stack([d_ref, d_ref - err]), np.stack([d_ref] * 2), bins_per_decade=2), floor)
+
+
+def test_measured_floor_feeds_the_fit():
+    # Low-precision pairs carry an absolute error ~1e-6 (eps * ||h||), so the envelope is a
+    # few 1e-6 and 10x that is reached near t ~ 1000 (t^-1.5 = 3e-5): the fit must stop there.
+    rng = np.random.default_rng(1)
+    d_ref = np.exp(0.2 * rng.standard_normal((8, 1))) * t_int**-1.5
+    d_low = np.abs(d_ref + 1e-6 * rng.standard_normal(d_ref.shape))
+    floor = noise_floor_curve(d_low, d_ref)
+    fit = fit_power_law(t_int, d_low, floor=floor, n_boot=100)
+    assert fit.floor_t is not None and 300 < fit.floor_t < 3000
+    assert fit.t_range[1] < fit.floor_t
+    assert abs(fit.alpha - 1.5) < 0.01 and fit.ci[0] < 1.5 + 0.01 and fit.ci[1] > 1.5 - 0.01
+
+
+# --- input validation ---------------------------------------------------------------------
+
+
+def _good_d():
+    return np.stack([t_int**-0.5] * 3)
+
+
+def _with(index, value):
+    d = _good_d()
+    d[index] = value
+    return d
+
+
+@pytest.mark.parametrize(
+    "t, d, kwargs, match",
+    [
+        (t_int, _good_d()[:, :-1], {}, r"shape \(3, 4095\).*4096 positions"),
+        (t_int, np.ones((2, 3, T)), {}, r"shape \(2, 3, 4096\)"),
+        (np.r_[1, 2, 3, 3, np.arange(5, T + 1)], _good_d(), {}, r"increasing; t\[3\] = 3"),
+        (t_int - 1, _good_d(), {}, r"positive; t\[0\] = 0"),
+        (t_int, _good_d(), {"t_min": 50, "t_max": 40}, r"t_min = 50 and t_max = 40"),
+        (t_int, _good_d(), {"t_min": 64, "t_max": 64}, r"t_min = 64 and t_max = 64"),
+        (t_int, _good_d(), {"t_max": 5000}, r"\[32, 5000\] lies outside"),
+        (t_int, _good_d(), {"t_min": 0.5}, r"\[0.5, 4096\] lies outside"),
+        (t_int, _with((1, 40), np.nan), {}, r"non-finite .* t = 41"),
+        (t_int, _with((0, 99), np.inf), {}, r"non-finite .* t = 100"),
+        (t_int, _with((2, 59), 0.0), {}, r"non-positive .* t = 60"),
+        (t_int, _with((2, 4000), -1.0), {}, r"non-positive .* t = 4001"),
+        (t_int, _good_d(), {"summary": "mode"}, r"'mode'"),
+        (t_int, _good_d(), {"confidence": 1.5}, r"confidence = 1.5"),
+        (t_int, _good_d(), {"confidence": 0.0}, r"confidence = 0.0"),
+        (t_int, _good_d(), {"t_min": 32, "t_max": 40}, r"too short: t in \[32, 40\]"),
+        (t_int, _good_d(), {"floor": np.ones(7)}, r"floor .* shape \(7,\)"),
+        (t_int, _good_d(), {"floor": -1.0}, r"floor must be finite and >= 0"),
+    ],
+)
+def test_fit_rejects_bad_input(t, d, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fit_power_law(t, d, **kwargs)
+
+
+def test_bad_values_outside_the_window_are_ignored():
+    fit = fit_power_law(t_int, _with((0, 10), np.nan), n_boot=10)
+    assert abs(fit.alpha - 0.5) < 1e-10
+
+
+def test_other_functions_reject_bad_input():
+    with pytest.raises(ValueError, match=r"t_min = 5 and t_max = 5"):
+        log_binned(t_int, t_int, t_min=5, t_max=5)
+    with pytest.raises(ValueError, match=r"'harmonic'"):
+        summary_curve(_good_d(), "harmonic")
+    with pytest.raises(ValueError, match=r"non-positive .* t = 1"):
+        local_exponent(t_int, np.log(t_int) ** 2 / t_int)
+    with pytest.raises(ValueError, match=r"\(3, 4096\) and \(3, 4095\)"):
+        noise_floor_curve(_good_d(), _good_d()[:, 1:])
+
+
+# --- alpha over windows -------------------------------------------------------------------
+
+
+def test_alpha_vs_window_is_flat_for_a_power_law():
+    d = np.stack([t_int**-0.9, 3 * t_int**-0.9])
+    alphas = alpha_vs_window(t_int, d, [8, 32, 128], [512, 2048, 4096, 9999])
+    assert alphas.shape == (3, 4)
+    np.testing.assert_allclose(alphas[:, :3], 0.9, atol=1e-10)
+    assert np.isnan(alphas[:, 3]).all()  # t_max beyond the data
+
+
+def test_alpha_vs_window_shows_curvature():
+    t = np.arange(1, 2**17 + 1)
+    alphas = alpha_vs_window(t, np.log(t) ** 2 / t, [16, 1024], [256, 2**17], n_boot=500)
+    assert np.isnan(alphas[1, 0])  # t_min > t_max
+    # The local exponent 1 - 2/log t rises with t, so later windows give larger alpha.
+    assert alphas[0, 1] - alphas[0, 0] > 0.1 and alphas[1, 1] - alphas[0, 1] > 0.05
+
+
+def test_alpha_vs_window_marks_floor_and_short_windows_but_raises_on_bad_data():
+    d = 1 / t_int + 1e-4  # below 10 * 1e-4 from t = 1112 on
+    alphas = alpha_vs_window(t_int, d, [32, 1500], [60, 120, T], floor=1e-4)
+    assert np.isnan(alphas[0, 0])  # [32, 60] holds 3 bins, fewer than min_bins = 4
+    assert np.isfinite(alphas[0, 1:]).all()  # [32, T] is cut at the floor, not refused
+    assert np.isnan(alphas[1]).all()  # reversed windows, then a window wholly below the floor
+    with pytest.raises(ValueError, match=r"non-finite .* t = 41"):
+        alpha_vs_window(t_int, _with((0, 40), np.nan), [32], [T])

@@ -1,0 +1,166 @@
+"""Offsets: exact zeros, causality, the dilution closed form, batch invariance, input errors."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+import nohair_jax as nh
+from nohair_jax.offsets import check_pairs
+
+SMALL = nh.TransformerConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
+
+
+def make_model(cfg=SMALL, seed=0):
+    return nh.Transformer(cfg, rngs=nnx.Rngs(seed))
+
+
+def pairs(n=3, P=5, T=12, vocab=64, seed=0):
+    return nh.random_prompt_pairs(seed, n, P, T, vocab)
+
+
+@pytest.mark.parametrize("float64", [False, True])
+def test_identical_prompts_and_layer_zero_are_exactly_zero(float64):
+    model = make_model()
+    a, b, c = pairs(n=4)
+    b = b.copy()
+    b[2] = a[2]  # pair 2: identical prompts
+    off = nh.prompt_pair_offsets(model, a, b, c, float64=float64)
+    assert off.l2.dtype == (np.float64 if float64 else np.float32)
+    assert np.all(off.l2[:, 0] == 0) and np.all(off.relative[:, 0] == 0)
+    assert np.all(off.l2[2] == 0) and np.all(off.kl[2] == 0)
+    # The other pairs really differ, so the zeros above are not vacuous.
+    assert np.all(off.l2[[0, 1, 3], 1:] > 0)
+
+
+def test_causal_later_tokens_do_not_matter():
+    model = make_model()
+    a, b, c = pairs(n=2, T=12)
+    c2 = c.copy()
+    c2[:, 7:] = (c2[:, 7:] + 1) % SMALL.vocab_size  # change continuation tokens t = 8..12
+    off, off2 = (nh.prompt_pair_offsets(model, a, b, cc, float64=True) for cc in (c, c2))
+    np.testing.assert_array_equal(off.l2[..., :7], off2.l2[..., :7])
+    np.testing.assert_array_equal(off.kl[:, :7], off2.kl[:, :7])
+    assert not np.allclose(off.l2[..., 7:], off2.l2[..., 7:])
+
+
+def _layernorm(x, scale, bias, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * scale + bias
+
+
+def test_uniform_attention_gives_dilution_closed_form():
+    """Zero query/key weights: attention averages uniformly, so layer 1's offset at t is
+    || W_o^T sum_{j <= P} (v_a(j) - v_b(j)) || / (P + t) (DESIGN.md section 3), with the MLP off."""
+    cfg = dataclasses.replace(SMALL, n_layers=1)
+    model = make_model(cfg)
+    attn, mlp = model.blocks[0].attn, model.blocks[0].mlp
+    for lin in (attn.q, attn.k, mlp.down):
+        lin.kernel[...] = 0 * lin.kernel[...]
+        lin.bias[...] = 0 * lin.bias[...]
+    P, T = 6, 40
+    a, b, c = pairs(n=2, P=P, T=T)
+    off = nh.prompt_pair_offsets(model, a, b, c, float64=True)
+
+    params = nnx.to_pure_dict(nnx.state(model))
+    emb = np.asarray(params["embed"]["embedding"], np.float64)
+    pos = np.asarray(params["pos_embed"]["embedding"], np.float64)
+    blk = params["blocks"][0]
+    norm = blk["attn_norm"]
+    w_v, w_o = (np.asarray(blk["attn"][k]["kernel"], np.float64) for k in ("v", "o"))
+
+    def prompt_values(prompt):  # [P, D] value vectors of the prompt positions
+        h0 = emb[prompt] + pos[:P]
+        return _layernorm(h0, np.asarray(norm["scale"]), np.asarray(norm["bias"]), cfg.norm_eps) @ w_v
+
+    t = np.arange(1, T + 1)
+    for i in range(2):
+        summed = (prompt_values(a[i]) - prompt_values(b[i])).sum(0) @ w_o  # [D]
+        expected = np.linalg.norm(summed) / (P + t)
+        np.testing.assert_allclose(off.l2[i, 1], expected, rtol=1e-12)
+
+
+def test_a_pair_alone_or_among_others_gives_the_same_bits():
+    model = make_model()
+    a, b, c = pairs(n=5)
+    whole = nh.prompt_pair_offsets(model, a, b, c)
+    alone = nh.prompt_pair_offsets(model, a[3:4], b[3:4], c[3:4])
+    np.testing.assert_array_equal(alone.l2[0], whole.l2[3])
+    np.testing.assert_array_equal(alone.kl[0], whole.kl[3])
+    # Batching pairs per call is faster on some machines, equal only to rounding; the last call
+    # of 2 + 2 + 1 pairs is filled up and trimmed.
+    batched = nh.prompt_pair_offsets(model, a, b, c, pairs_per_call=2)
+    np.testing.assert_allclose(batched.l2, whole.l2, rtol=1e-5, atol=1e-8)
+
+
+def test_relative_and_kl_against_direct_computation():
+    model = make_model()
+    a, b, c = pairs(n=2, P=4, T=9)
+    off = nh.prompt_pair_offsets(model, a, b, c, float64=True)
+    with jax.enable_x64(True):
+        state = jax.tree_util.tree_map(lambda x: x.astype(np.float64), nnx.state(model))
+        m64 = nnx.merge(nnx.graphdef(model), state)
+        out_a = m64(np.concatenate([a, c], 1))
+        out_b = m64(np.concatenate([b, c], 1))
+    h_a, h_b = np.asarray(out_a.hidden)[:, :, 4:], np.asarray(out_b.hidden)[:, :, 4:]
+    mean_norm = 0.5 * (np.linalg.norm(h_a, axis=-1) + np.linalg.norm(h_b, axis=-1))
+    np.testing.assert_allclose(off.relative, np.linalg.norm(h_a - h_b, axis=-1).transpose(1, 0, 2) / mean_norm.transpose(1, 0, 2)[:, :, :], rtol=1e-12, atol=0)
+
+    def log_softmax(z):
+        z = z - z.max(-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+    lp_a, lp_b = (log_softmax(np.asarray(o.logits)[:, 4:]) for o in (out_a, out_b))
+    kl = (np.exp(lp_a) * (lp_a - lp_b)).sum(-1)
+    np.testing.assert_allclose(off.kl, kl, rtol=1e-10, atol=1e-15)
+    assert np.all(off.kl > 0)
+
+
+def test_shared_continuation_is_broadcast():
+    model = make_model()
+    a, b, c = pairs(n=3)
+    shared = nh.prompt_pair_offsets(model, a, b, c[0])
+    explicit = nh.prompt_pair_offsets(model, a, b, np.repeat(c[:1], 3, axis=0))
+    np.testing.assert_array_equal(shared.l2, explicit.l2)
+
+
+def test_unequal_prompts_only_without_absolute_positions():
+    a, b, c = pairs(n=2, P=5)
+    with pytest.raises(ValueError, match=r"unequal length \(P_a=5, P_b=4\)"):
+        check_pairs(SMALL, a, b[:, :4], c)
+    rope = make_model(dataclasses.replace(SMALL, position="rope"))
+    off = nh.prompt_pair_offsets(rope, a, b[:, :4], c)
+    assert off.l2.shape == (2, SMALL.n_layers + 1, c.shape[1])
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda a, b, c: (a, b, c.astype(float)), "integer token ids"),
+        (lambda a, b, c: (a, np.where(b == b[1, 2], 64, b), c), "token id 64 at index"),
+        (lambda a, b, c: (a - a.max() - 1, b, c), "token id -"),
+        (lambda a, b, c: (a, b[:1], c), "prompts_a has 2 pairs but prompts_b has 1"),
+        (lambda a, b, c: (a, b, c[:1]), r"continuations must have shape \[T\] or \[n_pairs=2, T\]"),
+        (lambda a, b, c: (a, b, np.zeros((2, 60), np.int32)), r"P \+ T = 65 exceeds the learned position table"),
+        (lambda a, b, c: (a[0], b[0], c), r"prompts must have shape \[n_pairs, P\]"),
+    ],
+)
+def test_bad_input_is_named(change, match):
+    a, b, c = pairs(n=2)
+    with pytest.raises((ValueError, TypeError), match=match):
+        check_pairs(SMALL, *change(a, b, c))
+
+
+def test_noise_floor_is_float32_sized():
+    model = make_model()
+    a, b, c = pairs(n=3, T=20)
+    floor = nh.measure_noise_floor(model, a, b, c, n_pairs=2)
+    off = nh.prompt_pair_offsets(model, a, b, c)
+    assert floor.shape == (SMALL.n_layers + 1, 20)
+    assert np.all(floor[0] == 0)  # layer 0 is exactly zero in both precisions
+    # Rounding error of float32 relative to the hidden-state scale: far below 1e-4, above 0.
+    rel = floor[1:] / off.norm[:2, 1:].mean(0)
+    assert rel.max() < 1e-5 and rel.max() > 0
