@@ -44,7 +44,7 @@ class PromptLogitBias:
     gamma: float = 1.0
 
     def __post_init__(self):
-        if not (isinstance(self.prompt_len, int) and self.prompt_len >= 1):
+        if not (isinstance(self.prompt_len, int) and not isinstance(self.prompt_len, bool) and self.prompt_len >= 1):
             raise ValueError(f"PromptLogitBias.prompt_len must be an int >= 1, got {self.prompt_len!r}")
         if not math.isfinite(self.gamma):
             raise ValueError(f"PromptLogitBias.gamma must be finite, got {self.gamma!r}")
@@ -80,10 +80,16 @@ class TransformerConfig:
     prompt_logit_bias: PromptLogitBias | None = None
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+        for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_layers", "d_mlp", "max_len"):
             value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
+            if value is None and name in ("n_kv_heads", "d_mlp"):
+                continue
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise ValueError(f"TransformerConfig.{name} must be an int >= 1, got {value!r}")
+        for name in ("norm_eps", "rope_theta", "init_std"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"TransformerConfig.{name} must be a finite number > 0, got {value!r}")
         for name, value, allowed in (
             ("mlp", self.mlp, MLP_KINDS),
             ("norm", self.norm, NORM_KINDS),
@@ -183,12 +189,18 @@ class Embedding(nnx.Module):
         return x @ self.embedding[...].T
 
 
+def _table_dtype(dtype):
+    """Positions and angles in at least float32: bfloat16 cannot even tell position 256 from 257."""
+    return jnp.promote_types(dtype, jnp.float32)
+
+
 def rope_tables(length: int, head_dim: int, theta: float, dtype) -> tuple[jax.Array, jax.Array]:
     """cos, sin [length, head_dim] in the half-split (Llama / Hugging Face) convention."""
-    inv_freq = 1.0 / theta ** (jnp.arange(0, head_dim, 2, dtype=dtype) / head_dim)
-    angles = jnp.arange(length, dtype=dtype)[:, None] * inv_freq[None, :]
+    work = _table_dtype(dtype)
+    inv_freq = 1.0 / theta ** (jnp.arange(0, head_dim, 2, dtype=work) / head_dim)
+    angles = jnp.arange(length, dtype=work)[:, None] * inv_freq[None, :]
     angles = jnp.concatenate([angles, angles], axis=-1)
-    return jnp.cos(angles), jnp.sin(angles)
+    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
 
 
 def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
@@ -200,16 +212,17 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 def sinusoidal_positions(length: int, d_model: int, dtype) -> jax.Array:
     """The fixed encoding of Vaswani et al.: [length, d_model], sin on even, cos on odd features."""
-    position = jnp.arange(length, dtype=dtype)[:, None]
-    freq = 1.0 / 10000.0 ** (jnp.arange(0, d_model, 2, dtype=dtype) / d_model)
-    table = jnp.zeros((length, d_model), dtype)
+    work = _table_dtype(dtype)
+    position = jnp.arange(length, dtype=work)[:, None]
+    freq = 1.0 / 10000.0 ** (jnp.arange(0, d_model, 2, dtype=work) / d_model)
+    table = jnp.zeros((length, d_model), work)
     table = table.at[:, 0::2].set(jnp.sin(position * freq))
-    return table.at[:, 1::2].set(jnp.cos(position * freq[: d_model // 2]))
+    return table.at[:, 1::2].set(jnp.cos(position * freq[: d_model // 2])).astype(dtype)
 
 
 def prompt_logit_bias(length: int, bias: PromptLogitBias, dtype) -> jax.Array:
     """[length, length] additive logits: gamma * log(i / P) for query i > P on keys j <= P (1-based)."""
-    query = jnp.arange(1, length + 1, dtype=dtype)[:, None]
+    query = jnp.arange(1, length + 1, dtype=_table_dtype(dtype))[:, None]
     key = jnp.arange(1, length + 1)[None, :]
     boost = bias.gamma * jnp.log(query / bias.prompt_len)
     return jnp.where((query > bias.prompt_len) & (key <= bias.prompt_len), boost, 0.0).astype(dtype)

@@ -1,0 +1,93 @@
+"""Offset throughput and the fraction of this machine's matrix-multiply peak it reaches.
+
+Everything is measured side by side in one run (shared machines drift; ratios are what hold):
+  1. the peak: a large float32 jnp.dot, in FLOP/s;
+  2. for d_model 128 and 512 and T 1024 and 4096: tokens per second of ``prompt_pair_offsets``
+     (both sequences of a pair counted) and model FLOP utilisation, with the FLOPs of one call
+     taken from XLA's cost analysis of the compiled program;
+  3. pairs per call 1 against 2 and 4 (batched), the chunking choice of the offsets module.
+
+    python benchmarks/offsets.py            # the table (a few minutes on 2 CPU cores)
+    python benchmarks/offsets.py --quick    # smaller sizes, for a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+import nohair_jax as nh
+from nohair_jax.offsets import _offsets_call
+
+
+def best_time(fn, repeats: int) -> float:
+    """Fastest of ``repeats`` runs after one warm-up (compilation), in seconds."""
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def matmul_peak(n: int, repeats: int) -> float:
+    """FLOP/s of an n x n float32 matrix product at full precision."""
+    x = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+    dot = jax.jit(lambda a: jnp.dot(a, a, precision="highest"))
+    return 2 * n**3 / best_time(lambda: dot(x), repeats)
+
+
+def offsets_rate(d_model: int, length: int, pairs_per_call: int, n_pairs: int, repeats: int) -> dict:
+    """Tokens/s and FLOP/s of prompt_pair_offsets for a 4-layer model, P = 16."""
+    cfg = nh.TransformerConfig(d_model=d_model, n_heads=d_model // 32, n_layers=4, max_len=length + 16)
+    model = nh.Transformer(cfg, rngs=nnx.Rngs(0))
+    pairs = nh.random_prompt_pairs(0, n_pairs, 16, length, cfg.vocab_size)
+    seconds = best_time(lambda: nh.prompt_pair_offsets(model, *pairs, pairs_per_call=pairs_per_call).l2, repeats)
+    graphdef, state = nnx.split(model)
+    k = pairs_per_call
+    with jax.default_matmul_precision("highest"):
+        compiled = _offsets_call.lower(graphdef, state, *(x[:k] for x in pairs)).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    calls = -(-n_pairs // k)
+    flops = cost["flops"] * calls
+    tokens = 2 * n_pairs * (16 + length)
+    return dict(tokens_per_s=tokens / seconds, flops_per_s=flops / seconds, seconds=seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    widths, lengths = ((128,), (256, 1024)) if args.quick else ((128, 512), (1024, 4096))
+
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {jax.device_count()} device(s)")
+    peak = matmul_peak(1024 if args.quick else 2048, args.repeats)
+    print(f"matmul peak (float32, highest precision): {peak / 1e9:.1f} GFLOP/s\n")
+
+    print(f"{'d_model':>7} {'T':>5} {'pairs/call':>10} {'tokens/s':>10} {'GFLOP/s':>8} {'of peak':>7} {'vs 1 pair/call':>14}")
+    for d_model in widths:
+        for length in lengths:
+            # Batching is only compared where its attention memory stays small.
+            per_call = (1, 2, 4) if length <= 1024 else (1, 2)
+            n_pairs = 4
+            base = None
+            for k in per_call:
+                r = offsets_rate(d_model, length, k, n_pairs, args.repeats)
+                base = base or r["tokens_per_s"]
+                print(
+                    f"{d_model:>7} {length:>5} {k:>10} {r['tokens_per_s']:>10.0f} {r['flops_per_s'] / 1e9:>8.1f} "
+                    f"{r['flops_per_s'] / peak:>7.1%} {r['tokens_per_s'] / base:>14.2f}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Alpha per layer of untrained (random init) models at several depths.
+
+The paper reports alpha ~ 0.2 to 0.5 for untrained models. This measures it for the project's
+default architecture (pre-LN, learned positions, d_model 128) at depths 1, 2, 4 and 6, with the
+fit window, the bootstrap interval and the float32 noise floor of ``nohair offsets``.
+
+    python experiments/untrained_alpha.py --out results/untrained_alpha            # quick: T 2048, 16 pairs
+    python experiments/untrained_alpha.py --profile full --out results/untrained_alpha  # GPU-sized
+
+Writes ``<out>/depth_<L>/{offsets.npz, fit.json, offsets.png}``, ``<out>/summary.json`` and
+``<out>/alpha_vs_layer.png`` (drawn from summary.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from flax import nnx
+from matplotlib.figure import Figure
+
+import nohair_jax as nh
+from nohair_jax.measure import measure_model
+from nohair_jax.results import load_json, save_figure, save_json
+
+PROFILES = {
+    "quick": dict(depths=(1, 2, 4, 6), d_model=128, prompt_len=16, length=2048, n_pairs=16),
+    "full": dict(depths=(1, 2, 4, 6, 8, 12), d_model=256, prompt_len=16, length=8192, n_pairs=64),
+}
+
+
+def run(profile: str, out: Path, seed: int = 0) -> dict:
+    p = PROFILES[profile]
+    rows = []
+    for depth in p["depths"]:
+        cfg = nh.TransformerConfig(
+            d_model=p["d_model"], n_heads=p["d_model"] // 32, n_layers=depth, max_len=p["prompt_len"] + p["length"]
+        )
+        model = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
+        pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], cfg.vocab_size)
+        print(f"depth {depth}: {p['n_pairs']} pairs, T = {p['length']}", flush=True)
+        summary = measure_model(model, pairs, out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
+        rows.append(dict(depth=depth, fits=summary["fits"]))
+    result = dict(profile=profile, settings=p, seed=seed, paper_range_untrained=[0.2, 0.5], rows=rows)
+    save_json(out / "summary.json", result)
+    draw(out)
+    return result
+
+
+def draw(out: Path) -> None:
+    saved = load_json(out / "summary.json")
+    fig = Figure(figsize=(6, 4.2))
+    ax = fig.subplots()
+    lo, hi = saved["paper_range_untrained"]
+    ax.axhspan(lo, hi, color="grey", alpha=0.2, label=f"paper, untrained: {lo} to {hi}")
+    for row in saved["rows"]:
+        fits = [(layer, f) for layer, f in enumerate(row["fits"], start=1) if "alpha" in f]
+        layers = [layer for layer, _ in fits]
+        alphas = [f["alpha"] for _, f in fits]
+        err = [[f["alpha"] - f["ci"][0] for _, f in fits], [f["ci"][1] - f["alpha"] for _, f in fits]]
+        ax.errorbar(layers, alphas, yerr=err, marker="o", capsize=3, label=f"depth {row['depth']}")
+    window = saved["rows"][0]["fits"][0].get("t_range")
+    ax.set(xlabel="layer", ylabel="alpha", title=f"untrained models, fit window t in {window}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(out / "alpha_vs_layer.png", fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=PROFILES, default="quick")
+    parser.add_argument("--out", type=Path, default=Path("results/untrained_alpha"))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    result = run(args.profile, args.out, args.seed)
+    for row in result["rows"]:
+        cells = [f"{f['alpha']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]" if "alpha" in f else "no fit" for f in row["fits"]]
+        print(f"depth {row['depth']}: " + "; ".join(cells))
+
+
+if __name__ == "__main__":
+    main()

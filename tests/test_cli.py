@@ -1,0 +1,45 @@
+"""`nohair offsets` end to end on a tiny model: files, consistency, clear errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+import nohair_jax as nh
+from nohair_jax.cli import main
+
+TINY = ["--depth", "2", "--d-model", "32", "--heads", "2", "--prompt-len", "4", "--length", "200", "--pairs", "4", "--n-boot", "50"]
+
+
+def test_offsets_command_writes_consistent_results(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["offsets", *TINY, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "alpha per layer" in printed
+    saved = json.loads((out / "fit.json").read_text())
+    assert saved["model"]["n_layers"] == 2 and saved["n_pairs"] == 4 and len(saved["fits"]) == 2
+    assert (out / "offsets.png").stat().st_size > 10_000
+    with np.load(out / "offsets.npz") as data:
+        assert data["l2"].shape == (4, 3, 200) and data["floor"].shape == (3, 200)
+        np.testing.assert_array_equal(data["t"], np.arange(1, 201))
+        # Anyone can refit the saved offsets and get the reported alpha.
+        for layer, fit in enumerate(saved["fits"], start=1):
+            refit = nh.fit_power_law(data["t"], data["l2"][:, layer], floor=data["floor"][layer], n_boot=50)
+            assert refit.alpha == pytest.approx(fit["alpha"], rel=1e-12)
+            assert f"{fit['alpha']:6.3f}" in printed
+
+
+def test_bad_value_is_one_clear_line_and_no_files(tmp_path, capsys):
+    out = tmp_path / "bad"
+    code = main(["offsets", *TINY, "--logit-bias", "nan", "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "gamma must be finite, got nan" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_argument_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["offsets", "--length", "0"])
+    assert exc.value.code == 2
+    assert "expected a whole number >= 1, got 0" in capsys.readouterr().err

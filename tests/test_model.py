@@ -1,0 +1,758 @@
+"""Tests of ``nohair_jax.model`` against a second, independent implementation.
+
+``ref_forward`` below is a plain numpy float64 forward pass written from the documented
+semantics (module docstring of ``nohair_jax/model.py``, DESIGN.md sections 1 and 4). It
+reads the parameters of a ``Transformer`` by name from ``nnx.to_pure_dict`` and re-derives
+every convention itself (positions, rope, the prompt logit bias, grouped-query heads,
+norms, activations); nothing but the classes under test is imported from the model.
+
+The model is compared with it in float64 (``jax.enable_x64``) at ~1e-10 relative and in
+float32 at a float32 tolerance, on hidden states, logits and diagnostics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from nohair_jax.model import PromptLogitBias, Transformer, TransformerConfig
+
+# --------------------------------------------------------------------------------------
+# Parameter access
+# --------------------------------------------------------------------------------------
+
+
+def _leaves(tree, prefix=()):
+    """Flatten a nested pure dict into {path tuple (str keys): array}."""
+    out = {}
+    for key, value in tree.items():
+        path = prefix + (str(key),)
+        if isinstance(value, dict):
+            out.update(_leaves(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def _unflatten(flat):
+    tree = {}
+    for path, value in flat.items():
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return tree
+
+
+class Params:
+    """Read-only parameter access by dotted name, recording what was read.
+
+    ``p("blocks.0.attn.q.kernel")`` returns a float64 numpy array; ``p.get(name)`` returns
+    None for an absent parameter (e.g. a bias the config turns off).
+    """
+
+    def __init__(self, pure_dict):
+        self._flat = {".".join(path): np.asarray(v, dtype=np.float64) for path, v in _leaves(pure_dict).items()}
+        self.used: set[str] = set()
+
+    def __call__(self, name):
+        value = self._flat[name]  # KeyError: the documented layout is not there
+        self.used.add(name)
+        return value
+
+    def get(self, name):
+        return self(name) if name in self._flat else None
+
+    @property
+    def names(self):
+        return set(self._flat)
+
+
+# --------------------------------------------------------------------------------------
+# The numpy float64 reference
+# --------------------------------------------------------------------------------------
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def ref_gelu(x):
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def ref_gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def ref_silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def ref_linear(p, name, x):
+    y = x @ p(f"{name}.kernel")  # kernels are stored (in, out)
+    bias = p.get(f"{name}.bias")
+    return y if bias is None else y + bias
+
+
+def ref_norm(cfg, p, name, x):
+    """Returns (normalised x, scale of the input): std (layernorm) or rms (rmsnorm), no eps."""
+    if cfg.norm == "layernorm":
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1)
+        y = (x - mean) / np.sqrt(var + cfg.norm_eps)[..., None]
+        scale = np.sqrt(var)
+    else:
+        ms = (x**2).mean(-1)
+        y = x / np.sqrt(ms + cfg.norm_eps)[..., None]
+        scale = np.sqrt(ms)
+    y = y * p(f"{name}.scale")
+    bias = p.get(f"{name}.bias")
+    if bias is not None:
+        y = y + bias
+    return y, scale
+
+
+def ref_sinusoidal(length, d_model):
+    """Vaswani et al.: pe[pos, 2i] = sin(pos / 10000^(2i/D)), pe[pos, 2i+1] = cos(same)."""
+    table = np.zeros((length, d_model))
+    for pos in range(length):
+        for feature in range(d_model):
+            i = feature // 2
+            angle = pos / 10000.0 ** (2 * i / d_model)
+            table[pos, feature] = math.sin(angle) if feature % 2 == 0 else math.cos(angle)
+    return table
+
+
+def ref_rope(x, theta):
+    """x [T, hd] at positions 0..T-1, Llama / Hugging Face half-split convention."""
+    length, hd = x.shape
+    half = hd // 2
+    inv_freq = np.array([theta ** (-2.0 * i / hd) for i in range(half)])
+    angles = np.arange(length, dtype=np.float64)[:, None] * inv_freq[None, :]
+    angles = np.concatenate([angles, angles], axis=-1)  # [f, f]
+    rotate_half = np.concatenate([-x[:, half:], x[:, :half]], axis=-1)  # [-x2, x1]
+    return x * np.cos(angles) + rotate_half * np.sin(angles)
+
+
+def ref_attention(cfg, p, name, x, prompt_len):
+    """x [B, T, D] -> (out [B, T, D], max |logit| [B], prompt attention [B, H, T] or None)."""
+    batch, length, _ = x.shape
+    n_heads, hd = cfg.n_heads, cfg.d_model // cfg.n_heads
+    kv_heads = n_heads if cfg.n_kv_heads is None else cfg.n_kv_heads
+    group = n_heads // kv_heads
+    q = ref_linear(p, f"{name}.q", x).reshape(batch, length, n_heads, hd)
+    k = ref_linear(p, f"{name}.k", x).reshape(batch, length, kv_heads, hd)
+    v = ref_linear(p, f"{name}.v", x).reshape(batch, length, kv_heads, hd)
+
+    out = np.zeros((batch, length, n_heads, hd))
+    max_abs = np.zeros(batch)
+    to_prompt = np.zeros((batch, n_heads, length))
+    causal = np.tril(np.ones((length, length), bool))
+    for b in range(batch):
+        for h in range(n_heads):
+            kv = h // group
+            qh, kh, vh = q[b, :, h], k[b, :, kv], v[b, :, kv]
+            if cfg.position == "rope":
+                qh, kh = ref_rope(qh, cfg.rope_theta), ref_rope(kh, cfg.rope_theta)
+            scores = qh @ kh.T / math.sqrt(hd)
+            max_abs[b] = max(max_abs[b], np.abs(scores[causal]).max())
+            bias = cfg.prompt_logit_bias
+            if bias is not None:
+                scores = scores.copy()
+                for qi in range(length):
+                    i = qi + 1  # 1-based query position
+                    if i > bias.prompt_len:
+                        scores[qi, : bias.prompt_len] += bias.gamma * math.log(i / bias.prompt_len)
+            scores = np.where(causal, scores, -np.inf)
+            scores = scores - scores.max(-1, keepdims=True)
+            weights = np.exp(scores)
+            weights /= weights.sum(-1, keepdims=True)
+            out[b, :, h] = weights @ vh
+            if prompt_len is not None:
+                to_prompt[b, h] = weights[:, :prompt_len].sum(-1)
+    out = ref_linear(p, f"{name}.o", out.reshape(batch, length, n_heads * hd))
+    return out, max_abs, (None if prompt_len is None else to_prompt)
+
+
+def ref_mlp(cfg, p, name, x):
+    up = ref_linear(p, f"{name}.up", x)
+    if cfg.mlp == "swiglu":
+        hidden = ref_silu(ref_linear(p, f"{name}.gate", x)) * up
+    elif cfg.mlp == "relu":
+        hidden = np.maximum(up, 0.0)
+    elif cfg.mlp == "gelu":
+        hidden = ref_gelu(up)
+    elif cfg.mlp == "gelu_tanh":
+        hidden = ref_gelu_tanh(up)
+    else:
+        raise AssertionError(cfg.mlp)
+    return ref_linear(p, f"{name}.down", hidden)
+
+
+def ref_forward(cfg, p, tokens, prompt_len=None):
+    """Numpy float64 forward: dict(logits [B,T,V], hidden [L+1,B,T,D], norm_scale, max_abs_logit,
+    prompt_attention)."""
+    tokens = np.asarray(tokens)
+    _, length = tokens.shape
+    x = p("embed.embedding")[tokens]
+    if cfg.position == "learned":
+        x = x + p("pos_embed.embedding")[np.arange(length)][None]
+    elif cfg.position == "sinusoidal":
+        x = x + ref_sinusoidal(length, cfg.d_model)[None]
+
+    hidden, scales, max_abs, to_prompt = [x], [], [], []
+    for layer in range(cfg.n_layers):
+        name = f"blocks.{layer}"
+        if cfg.norm_placement == "pre":
+            y, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x)
+            a, m, pa = ref_attention(cfg, p, f"{name}.attn", y, prompt_len)
+            x = x + a
+            y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
+            x = x + ref_mlp(cfg, p, f"{name}.mlp", y)
+        else:
+            a, m, pa = ref_attention(cfg, p, f"{name}.attn", x, prompt_len)
+            x, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x + a)
+            x, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x + ref_mlp(cfg, p, f"{name}.mlp", x))
+        hidden.append(x)
+        scales += [s_attn, s_mlp]
+        max_abs.append(m)
+        to_prompt.append(pa)
+
+    y = x
+    if cfg.final_norm:
+        y, s_final = ref_norm(cfg, p, "final_norm", x)
+        scales.append(s_final)
+    logits = y @ p("embed.embedding").T if cfg.tied_embeddings else y @ p("lm_head.kernel")
+    return dict(
+        logits=logits,
+        hidden=np.stack(hidden),
+        norm_scale=np.stack(scales),
+        max_abs_logit=np.stack(max_abs),
+        prompt_attention=None if prompt_len is None else np.stack(to_prompt),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Models with random, non-trivial parameters
+# --------------------------------------------------------------------------------------
+
+
+def abstract_model(cfg):
+    """(graphdef, abstract state) without running the initialisers (fast)."""
+    return nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+
+
+def random_params(cfg, seed):
+    """Every parameter re-drawn from a normal, as a nested dict of float64 numpy arrays whose
+    values are exactly representable in float32 (float32 and float64 models then hold
+    identical parameters, and the float32 comparison measures only arithmetic error)."""
+    _, state = abstract_model(dataclasses.replace(cfg, dtype="float32"))  # shapes only
+    flat = _leaves(nnx.to_pure_dict(state))
+    rng = np.random.default_rng(seed)
+    new = {}
+    for path in sorted(flat):
+        shape = tuple(flat[path].shape)
+        leaf, owner = path[-1], path[-2]
+        if leaf == "scale":  # norm gains: around 1, size and sign varied
+            value = 1.0 + 0.5 * rng.standard_normal(shape)
+        elif leaf == "bias":
+            value = 0.3 * rng.standard_normal(shape)
+        elif leaf == "embedding":
+            value = rng.standard_normal(shape)
+        elif leaf == "kernel":
+            std = 1.0 / math.sqrt(shape[0])
+            if owner in ("q", "k"):
+                std *= 1.6  # attention logits of order a few: far from uniform attention
+            value = std * rng.standard_normal(shape)
+        else:
+            raise AssertionError(f"unexpected parameter {'.'.join(path)}")
+        new[path] = value.astype(np.float32).astype(np.float64)
+    return _unflatten(new)
+
+
+def _int_keys(new, template):
+    """Give ``new`` (str keys) the key types of ``template`` (nnx.List indices are ints)."""
+    out = {}
+    for key, value in template.items():
+        sub = new[str(key)]
+        out[key] = _int_keys(sub, value) if isinstance(value, dict) else sub
+    return out
+
+
+def build(cfg, params, dtype):
+    """A Transformer for ``cfg`` holding ``params`` as ``dtype`` arrays (float64: call inside
+    ``jax.enable_x64(True)``). With ``cfg.dtype="float32"`` and ``dtype=float64`` this is the
+    cast-the-state path (see ``test_float64_cast_state_matches_reference``)."""
+    graphdef, state = abstract_model(cfg)
+    values = {path: jnp.asarray(value, dtype=dtype) for path, value in _leaves(params).items()}
+    nnx.replace_by_pure_dict(state, _int_keys(_unflatten(values), nnx.to_pure_dict(state)))
+    return nnx.merge(graphdef, state)
+
+
+def random_tokens(cfg, batch, length, seed):
+    return np.random.default_rng(seed).integers(0, cfg.vocab_size, size=(batch, length))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _jit_forward(graphdef, state, tokens, diagnostics, prompt_len):
+    return nnx.merge(graphdef, state)(tokens, diagnostics=diagnostics, prompt_len=prompt_len)
+
+
+def forward(model, tokens, *, diagnostics=True, prompt_len=None):
+    """The model's forward pass, jitted (split / merge inside ``jax.jit``); equality with the
+    eager call is checked in ``test_jit_matches_eager``. Eager is ~3x slower to run here."""
+    graphdef, state = nnx.split(model)
+    return _jit_forward(graphdef, state, jnp.asarray(tokens), diagnostics, prompt_len)
+
+
+def _as_numpy(out):
+    return jax.tree_util.tree_map(np.asarray, out)
+
+
+def run_model(model, tokens, prompt_len):
+    out = forward(model, tokens, diagnostics=True, prompt_len=prompt_len)
+    d = out.diagnostics
+    return dict(
+        logits=np.asarray(out.logits),
+        hidden=np.asarray(out.hidden),
+        norm_scale=np.asarray(d.norm_scale),
+        max_abs_logit=np.asarray(d.max_abs_logit),
+        prompt_attention=None if d.prompt_attention is None else np.asarray(d.prompt_attention),
+        dtypes={k: str(v.dtype) for k, v in (("logits", out.logits), ("hidden", out.hidden))},
+    )
+
+
+def assert_close(got, want, rtol, what=""):
+    """Elementwise rtol with an absolute floor of rtol * max|want| (for values near zero)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    scale = max(float(np.abs(want).max()), 1e-300)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale, err_msg=what)
+
+
+def compare(got, want, rtol):
+    for key in ("hidden", "logits", "norm_scale", "max_abs_logit", "prompt_attention"):
+        if want[key] is None:
+            assert got[key] is None, key
+            continue
+        assert_close(got[key], want[key], rtol, key)
+
+
+# --------------------------------------------------------------------------------------
+# Configurations (small) and the float64 / float32 comparisons
+# --------------------------------------------------------------------------------------
+
+CASES = {
+    # name: (config, batch, length, prompt_len passed to the diagnostics)
+    "gpt2_like": (
+        TransformerConfig(
+            vocab_size=13, d_model=16, n_heads=4, n_layers=2, mlp="gelu_tanh", norm="layernorm",
+            position="learned", bias=True, tied_embeddings=True, max_len=12,
+        ),
+        2, 9, 3,
+    ),
+    "llama_like": (
+        TransformerConfig(
+            vocab_size=17, d_model=12, n_heads=3, n_kv_heads=1, n_layers=2, d_mlp=20, mlp="swiglu",
+            norm="rmsnorm", position="rope", bias=False, tied_embeddings=False, max_len=8,
+        ),
+        2, 10, 4,  # rope has no length limit: T > max_len is allowed
+    ),
+    "qwen_like_qkv_bias_gqa2": (
+        TransformerConfig(
+            vocab_size=11, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=24, mlp="swiglu",
+            norm="rmsnorm", position="rope", rope_theta=500.0, bias=False, qkv_bias=True,
+            tied_embeddings=True, norm_eps=1e-6,
+        ),
+        2, 8, 2,
+    ),
+    "sinusoidal_postln_relu": (
+        TransformerConfig(
+            vocab_size=13, d_model=14, n_heads=2, n_layers=2, d_mlp=30, mlp="relu", norm="layernorm",
+            norm_placement="post", position="sinusoidal", bias=True, tied_embeddings=False,
+        ),
+        2, 9, 3,
+    ),
+    "sinusoidal_postln_no_final_norm_odd_d": (
+        TransformerConfig(
+            vocab_size=9, d_model=15, n_heads=3, n_layers=2, d_mlp=10, mlp="gelu", norm="layernorm",
+            norm_placement="post", final_norm=False, position="sinusoidal", bias=False,
+        ),
+        1, 7, None,
+    ),
+    "none_prompt_bias": (
+        TransformerConfig(
+            vocab_size=13, d_model=16, n_heads=4, n_layers=2, mlp="gelu", norm="layernorm",
+            position="none", bias=True, prompt_logit_bias=PromptLogitBias(prompt_len=3, gamma=0.7),
+        ),
+        2, 10, 3,
+    ),
+    "odd_sizes": (
+        TransformerConfig(
+            vocab_size=19, d_model=24, n_heads=3, n_layers=3, d_mlp=36, mlp="gelu", norm="layernorm",
+            position="learned", bias=True, tied_embeddings=True, max_len=16,
+            prompt_logit_bias=PromptLogitBias(prompt_len=4, gamma=1.3),
+        ),
+        2, 11, 4,
+    ),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def case_data(name):
+    """cfg, params, tokens, prompt_len, numpy reference output and the parameter reader."""
+    cfg, batch, length, prompt_len = CASES[name]
+    seed = sorted(CASES).index(name)
+    params = random_params(cfg, seed)
+    tokens = random_tokens(cfg, batch, length, seed + 100)
+    reader = Params(params)
+    want = ref_forward(cfg, reader, tokens, prompt_len)
+    return dict(name=name, cfg=cfg, params=params, tokens=tokens, prompt_len=prompt_len, want=want, reader=reader)
+
+
+@pytest.fixture(params=sorted(CASES))
+def case(request):
+    return case_data(request.param)
+
+
+def test_reference_reads_every_parameter(case):
+    """The reference consumed exactly the model's parameters: nothing ignored, layout as documented."""
+    assert case["reader"].used == case["reader"].names
+
+
+def test_float64_matches_reference(case):
+    """Model built as float64 (``dtype="float64"`` in the config) against the reference at 1e-10."""
+    with jax.enable_x64(True):
+        model = build(dataclasses.replace(case["cfg"], dtype="float64"), case["params"], jnp.float64)
+        got = run_model(model, case["tokens"], case["prompt_len"])
+    assert got["dtypes"] == {"logits": "float64", "hidden": "float64"}
+    compare(got, case["want"], rtol=1e-10)
+
+
+def test_float32_matches_reference(case):
+    # Pin full float32 matmuls so the tolerance also holds on accelerators that default to TF32.
+    with jax.default_matmul_precision("float32"):
+        got = run_model(build(case["cfg"], case["params"], jnp.float32), case["tokens"], case["prompt_len"])
+    assert got["dtypes"] == {"logits": "float32", "hidden": "float32"}
+    compare(got, case["want"], rtol=2e-5)  # observed <= 5e-7
+
+
+def test_reference_sanity(case):
+    """Checks of the reference output itself and of the documented shapes (no model involved)."""
+    cfg, want = case["cfg"], case["want"]
+    batch, length = case["tokens"].shape
+    assert want["hidden"].shape == (cfg.n_layers + 1, batch, length, cfg.d_model)
+    assert want["logits"].shape == (batch, length, cfg.vocab_size)
+    assert want["norm_scale"].shape == (2 * cfg.n_layers + int(cfg.final_norm), batch, length)
+    assert want["max_abs_logit"].shape == (cfg.n_layers, batch)
+    if case["prompt_len"] is not None:
+        pa = want["prompt_attention"]
+        assert pa.shape == (cfg.n_layers, batch, cfg.n_heads, length)
+        # Queries inside the prompt attend only to the prompt.
+        np.testing.assert_allclose(pa[..., : case["prompt_len"]], 1.0, rtol=0, atol=1e-12)
+        assert (pa[..., case["prompt_len"] :] < 1.0).all()
+    # Non-trivial parameters: attention is far from uniform somewhere.
+    assert want["max_abs_logit"].max() > 1.0
+
+
+# The measurement-near-the-floor path (DESIGN.md section 2): a float32-built model whose state is
+# cast to float64 (split, astype, merge inside enable_x64) must then compute in float64 throughout.
+# Regression: with ``nnx.Embed`` the token / learned-position lookups, the sinusoidal table and the
+# tied read-out stayed float32 (Embed freezes its dtype, static in the graphdef, at construction).
+
+
+@pytest.mark.parametrize("name", ["gpt2_like", "sinusoidal_postln_relu"])  # tied + learned; sinusoidal + lm_head
+def test_float64_cast_state_matches_reference(name):
+    data = case_data(name)
+    with jax.enable_x64(True):
+        graphdef, state = nnx.split(build(data["cfg"], data["params"], jnp.float32))
+        assert {str(x.dtype) for x in jax.tree_util.tree_leaves(state)} == {"float32"}
+        state = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), state)
+        got = run_model(nnx.merge(graphdef, state), data["tokens"], data["prompt_len"])
+    assert got["dtypes"] == {"logits": "float64", "hidden": "float64"}
+    compare(got, data["want"], rtol=1e-10)
+
+
+# --------------------------------------------------------------------------------------
+# The reference's own conventions against closed forms (no model involved)
+# --------------------------------------------------------------------------------------
+
+
+def test_ref_sinusoidal_closed_form():
+    """D = 6 written out: (sin, cos) pairs at frequencies 1, 10000^(-1/3), 10000^(-2/3)."""
+    pos = np.arange(5)[:, None]
+    freq = np.array([1.0, 10000.0 ** (-1 / 3), 10000.0 ** (-2 / 3)])
+    table = np.stack([np.sin(pos * freq), np.cos(pos * freq)], axis=-1).reshape(5, 6)
+    np.testing.assert_allclose(ref_sinusoidal(5, 6), table, rtol=1e-14, atol=1e-15)
+    # odd D: the last feature is a sin at frequency 10000^(-(D-1)/D)
+    np.testing.assert_allclose(ref_sinusoidal(4, 5)[:, 4], np.sin(np.arange(4) * 10000.0 ** (-4 / 5)), rtol=1e-14)
+
+
+def test_ref_rope_closed_form():
+    """Half-split rope: features (i, i + hd/2) rotate as a pair by angle pos * theta^(-2i/hd),
+    so that <rope(q)[m], rope(k)[n]> depends only on m - n."""
+    rng = np.random.default_rng(0)
+    theta, length, hd = 50.0, 6, 4
+    x = rng.standard_normal((length, hd))
+    got = ref_rope(x, theta)
+    for pos in range(length):
+        for i in range(hd // 2):
+            a = pos * theta ** (-2 * i / hd)
+            x1, x2 = x[pos, i], x[pos, i + hd // 2]
+            np.testing.assert_allclose(got[pos, i], x1 * math.cos(a) - x2 * math.sin(a), rtol=1e-13, atol=1e-14)
+            np.testing.assert_allclose(got[pos, i + hd // 2], x2 * math.cos(a) + x1 * math.sin(a), rtol=1e-13, atol=1e-14)
+    q, k = rng.standard_normal(hd), rng.standard_normal(hd)
+    rq, rk = ref_rope(np.tile(q, (length, 1)), theta), ref_rope(np.tile(k, (length, 1)), theta)
+    np.testing.assert_allclose(rq[4] @ rk[2], rq[3] @ rk[1], rtol=1e-12)
+    np.testing.assert_allclose(rq[0] @ rk[0], q @ k, rtol=1e-12)
+
+
+def test_ref_activations_known_values():
+    np.testing.assert_allclose(ref_gelu(np.array([1.0, -1.0, 0.0])), [0.8413447460685429, -0.15865525393145707, 0.0], rtol=1e-14)
+    np.testing.assert_allclose(ref_gelu_tanh(np.array([1.0])), [0.8411919906082768], rtol=1e-12)
+    np.testing.assert_allclose(ref_silu(np.array([1.0, 0.0])), [1.0 / (1.0 + math.exp(-1.0)), 0.0], rtol=1e-14)
+
+
+# --------------------------------------------------------------------------------------
+# The model against closed forms
+# --------------------------------------------------------------------------------------
+
+
+def _zero_qk(params):
+    """Copy of params with every q and k kernel (and bias) zeroed: all attention logits are 0."""
+    flat = _leaves(params)
+    return _unflatten({p: (np.zeros_like(v) if p[-2] in ("q", "k") else v) for p, v in flat.items()})
+
+
+def test_prompt_bias_uniform_logits_share_is_i_over_2i_minus_p():
+    """DESIGN.md section 4: with all logits zero and gamma = 1, a query at 1-based i > P puts
+    i / (2i - P) of its attention on the prompt (1 for i <= P); the bias is not in max |logit|."""
+    prompt_len, length = 3, 12
+    cfg = TransformerConfig(
+        vocab_size=7, d_model=8, n_heads=2, n_layers=1, d_mlp=8, position="none", bias=False, dtype="float64",
+        prompt_logit_bias=PromptLogitBias(prompt_len=prompt_len, gamma=1.0),
+    )
+    params = _zero_qk(random_params(cfg, seed=7))
+    with jax.enable_x64(True):
+        out = _as_numpy(forward(build(cfg, params, jnp.float64), random_tokens(cfg, 2, length, 8), prompt_len=prompt_len))
+    i = np.arange(1, length + 1, dtype=np.float64)
+    want = np.where(i > prompt_len, i / (2 * i - prompt_len), 1.0)
+    pa = out.diagnostics.prompt_attention
+    np.testing.assert_allclose(pa, np.broadcast_to(want, pa.shape), rtol=1e-12)
+    np.testing.assert_array_equal(out.diagnostics.max_abs_logit, 0.0)
+
+
+def test_zero_logits_without_bias_dilute_as_p_over_i():
+    """Without the bias, uniform attention gives the prompt P / i at 1-based query i > P."""
+    prompt_len, length = 2, 9
+    cfg = TransformerConfig(
+        vocab_size=7, d_model=8, n_heads=2, n_layers=1, d_mlp=8, position="rope", norm="rmsnorm", dtype="float64"
+    )
+    params = _zero_qk(random_params(cfg, seed=9))
+    with jax.enable_x64(True):
+        out = _as_numpy(forward(build(cfg, params, jnp.float64), random_tokens(cfg, 2, length, 10), prompt_len=prompt_len))
+    i = np.arange(1, length + 1, dtype=np.float64)
+    pa = out.diagnostics.prompt_attention
+    np.testing.assert_allclose(pa, np.broadcast_to(np.minimum(prompt_len / i, 1.0), pa.shape), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# Diagnostics switches, jit, batch independence, causality
+# --------------------------------------------------------------------------------------
+
+
+def _small_model(seed=21, **overrides):
+    kw = dict(vocab_size=13, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=24, position="learned", max_len=10)
+    kw.update(overrides)
+    cfg = TransformerConfig(**kw)
+    return cfg, build(cfg, random_params(cfg, seed), jnp.float32)
+
+
+def test_jit_matches_eager_and_diagnostics_switches():
+    cfg, model = _small_model(position="rope", prompt_logit_bias=PromptLogitBias(prompt_len=3, gamma=1.0))
+    tokens = jnp.asarray(random_tokens(cfg, 2, 9, seed=23))
+    eager = _as_numpy(model(tokens, diagnostics=True, prompt_len=3))
+
+    @nnx.jit(static_argnames=("diagnostics", "prompt_len"))
+    def nnx_forward(m, t, diagnostics, prompt_len):
+        return m(t, diagnostics=diagnostics, prompt_len=prompt_len)
+
+    graphdef, state = nnx.split(model)
+
+    @jax.jit
+    def pure_forward(state, t):
+        return nnx.merge(graphdef, state)(t, diagnostics=True, prompt_len=3)
+
+    for jitted in (_as_numpy(nnx_forward(model, tokens, True, 3)), _as_numpy(pure_forward(state, tokens))):
+        assert jax.tree_util.tree_structure(jitted) == jax.tree_util.tree_structure(eager)
+        for got, want in zip(jax.tree_util.tree_leaves(jitted), jax.tree_util.tree_leaves(eager)):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert_close(got, want, rtol=1e-5)
+    # A pure function of (parameters, tokens): a second call agrees exactly.
+    again = np.asarray(pure_forward(state, tokens).logits)
+    np.testing.assert_array_equal(np.asarray(pure_forward(state, tokens).logits), again)
+    assert np.isfinite(again).all()
+
+    # Diagnostics switches (eager): off -> None; on without prompt_len -> no prompt attention;
+    # the forward pass itself does not depend on them.
+    plain = _as_numpy(model(tokens))
+    assert plain.diagnostics is None
+    no_prompt = _as_numpy(model(tokens, diagnostics=True))
+    assert no_prompt.diagnostics.prompt_attention is None
+    assert no_prompt.diagnostics.norm_scale.shape == (cfg.n_norms, 2, 9)
+    assert no_prompt.diagnostics.max_abs_logit.shape == (cfg.n_layers, 2)
+    np.testing.assert_array_equal(plain.logits, eager.logits)
+    np.testing.assert_array_equal(plain.hidden, eager.hidden)
+    np.testing.assert_array_equal(no_prompt.diagnostics.norm_scale, eager.diagnostics.norm_scale)
+    np.testing.assert_array_equal(no_prompt.diagnostics.max_abs_logit, eager.diagnostics.max_abs_logit)
+
+
+def test_batch_rows_are_independent_and_causal():
+    """Row 0 of a batch of 3 equals the same sequence run alone; row 1 is row 0 with only the
+    last token changed, so every earlier position must agree with row 0 (causality)."""
+    cfg, model = _small_model(position="learned", prompt_logit_bias=PromptLogitBias(prompt_len=2))
+    tokens = random_tokens(cfg, 3, 8, seed=24)
+    tokens[1] = tokens[0]
+    tokens[1, -1] = (tokens[0, -1] + 1) % cfg.vocab_size
+    batch = _as_numpy(forward(model, tokens, prompt_len=2))
+    alone = _as_numpy(forward(model, tokens[:1], prompt_len=2))
+    assert_close(batch.logits[:1], alone.logits, 2e-5, "logits")
+    assert_close(batch.hidden[:, :1], alone.hidden, 2e-5, "hidden")
+    d, a = batch.diagnostics, alone.diagnostics
+    assert_close(d.norm_scale[:, :1], a.norm_scale, 2e-5, "norm_scale")
+    assert_close(d.max_abs_logit[:, :1], a.max_abs_logit, 2e-5, "max_abs_logit")
+    assert_close(d.prompt_attention[:, :1], a.prompt_attention, 2e-5, "prompt_attention")
+    # rows 0 and 2 hold different tokens, so the check is not vacuous
+    assert not np.allclose(batch.logits[0], batch.logits[2])
+
+    # causality: the future (last) token does not reach earlier positions
+    assert_close(batch.hidden[:, 1, :-1], batch.hidden[:, 0, :-1], 1e-6, "hidden, causal")
+    assert_close(batch.logits[1, :-1], batch.logits[0, :-1], 1e-6, "logits, causal")
+    assert_close(d.norm_scale[:, 1, :-1], d.norm_scale[:, 0, :-1], 1e-6, "norm_scale, causal")
+    assert_close(d.prompt_attention[:, 1, :, :-1], d.prompt_attention[:, 0, :, :-1], 1e-6, "prompt_attention, causal")
+    assert not np.allclose(batch.logits[1, -1], batch.logits[0, -1])
+
+
+# --------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------
+
+
+def _cfg(**kw):
+    base = dict(vocab_size=7, d_model=16, n_heads=4, n_layers=1)
+    base.update(kw)
+    return TransformerConfig(**base)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(d_model=30, n_heads=4), r"d_model=30\b"),
+        (dict(mlp="geglu"), r"geglu"),
+        (dict(norm="batchnorm"), r"batchnorm"),
+        (dict(norm_placement="sandwich"), r"sandwich"),
+        (dict(position="alibi"), r"alibi"),
+        (dict(dtype="int8"), r"int8"),
+        (dict(n_heads=4, n_kv_heads=3), r"n_kv_heads=3\b"),
+        (dict(d_model=20, n_heads=4, position="rope"), r"\b5\b"),  # head dim 5
+        (dict(n_layers=0), r"n_layers.*\b0\b"),
+        (dict(vocab_size=-2), r"-2"),
+    ],
+)
+def test_config_validation_names_bad_value(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(**kwargs)
+
+
+def test_config_valid_edge_cases_accepted():
+    _cfg(d_model=20, n_heads=4, position="learned")  # odd head dim is fine without rope
+    _cfg(d_model=16, n_heads=4, n_kv_heads=1, position="rope")
+    cfg = _cfg(prompt_logit_bias=dict(prompt_len=2, gamma=0.5))  # from JSON
+    assert cfg.prompt_logit_bias == PromptLogitBias(prompt_len=2, gamma=0.5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(prompt_len=0), r"\b0\b"), (dict(prompt_len=2.0), r"2\.0"), (dict(prompt_len=2, gamma=float("nan")), r"nan")],
+)
+def test_prompt_logit_bias_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PromptLogitBias(**kwargs)
+
+
+@pytest.mark.parametrize("n_kv_heads", [0, -2])
+def test_config_rejects_nonpositive_kv_heads(n_kv_heads):
+    with pytest.raises(ValueError, match=str(n_kv_heads)):
+        _cfg(n_heads=4, n_kv_heads=n_kv_heads)
+
+
+@pytest.mark.parametrize("d_mlp", [0, -3])
+def test_config_rejects_nonpositive_d_mlp(d_mlp):
+    with pytest.raises(ValueError, match=str(d_mlp)):
+        _cfg(d_mlp=d_mlp)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(norm_eps=-1.0), r"norm_eps.*-1\.0"), (dict(rope_theta=0.0), r"rope_theta.*0\.0"), (dict(n_layers=True), r"n_layers.*True")],
+)
+def test_config_rejects_bad_numbers(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(**kwargs)
+
+
+def test_bfloat16_sinusoidal_positions_are_accurate():
+    """h_0 with zero token embeddings is the position table; in bfloat16 it should be the exact
+    table rounded to bfloat16 (error <= 2^-8 for values in [-1, 1]), with distinct positions distinct."""
+    length = 300
+    cfg = TransformerConfig(vocab_size=3, d_model=8, n_heads=2, n_layers=1, d_mlp=4, position="sinusoidal", dtype="bfloat16")
+    params = random_params(cfg, seed=29)
+    params["embed"]["embedding"] = np.zeros_like(params["embed"]["embedding"])
+    out = forward(build(cfg, params, jnp.bfloat16), np.zeros((1, length), np.int32), diagnostics=False)
+    h0 = np.asarray(out.hidden[0, 0].astype(jnp.float32), np.float64)
+    assert not np.array_equal(h0[256], h0[257])
+    np.testing.assert_allclose(h0, ref_sinusoidal(length, cfg.d_model), rtol=0, atol=2.0**-8)
+
+
+def test_learned_positions_longer_than_max_len_raise():
+    cfg = _cfg(position="learned", max_len=6)
+    model = build(cfg, random_params(cfg, seed=26), jnp.float32)
+    nnx.eval_shape(lambda m, t: m(t), model, jnp.zeros((1, 6), jnp.int32))  # exactly max_len is fine
+    with pytest.raises(ValueError, match=r"\b7\b.*max_len=6"):
+        model(jnp.zeros((1, 7), jnp.int32))
+    with pytest.raises(ValueError, match=r"\b7\b.*max_len=6"):
+        forward(model, np.zeros((1, 7), np.int32))  # also at trace time under jit
+    # other position kinds have no table to run out of
+    for position in ("sinusoidal", "rope", "none"):
+        cfg = _cfg(position=position, max_len=6)
+        out = nnx.eval_shape(lambda m, t: m(t), build(cfg, random_params(cfg, 27), jnp.float32), jnp.zeros((1, 7), jnp.int32))
+        assert out.logits.shape == (1, 7, cfg.vocab_size)
+
+
+def test_tokens_must_be_2d():
+    cfg = _cfg()
+    model = build(cfg, random_params(cfg, seed=28), jnp.float32)
+    with pytest.raises(ValueError, match=r"\(5,\)"):
+        model(jnp.zeros((5,), jnp.int32))
+
+
+def test_build_installs_the_drawn_parameters():
+    """The helpers really install the drawn parameters (guards every comparison above)."""
+    cfg = CASES["llama_like"][0]
+    params = random_params(cfg, seed=3)
+    model = build(cfg, params, jnp.float32)
+    back, want = Params(nnx.to_pure_dict(nnx.split(model)[1])), Params(params)
+    assert back.names == want.names
+    for name in want.names:
+        np.testing.assert_array_equal(back(name), want(name), err_msg=name)
+    assert dataclasses.asdict(model.config) == dataclasses.asdict(cfg)
+    # nothing left at its trivial init
+    for name in want.names:
+        value = want(name)
+        assert not np.allclose(value, 0.0) and not np.allclose(value, 1.0), name

@@ -1,0 +1,44 @@
+"""Result files are written whole or not at all."""
+
+import json
+
+import numpy as np
+import pytest
+
+from nohair_jax.results import atomic_path, load_json, save_json, save_npz
+
+
+def test_failed_write_leaves_nothing_behind(tmp_path):
+    target = tmp_path / "sub" / "fit.json"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text('{"half": ')
+            raise RuntimeError("interrupted")
+    assert not target.exists()
+    assert list((tmp_path / "sub").iterdir()) == []
+
+
+def test_failed_rewrite_keeps_the_old_file(tmp_path):
+    target = tmp_path / "fit.json"
+    save_json(target, {"alpha": 0.5})
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("garbage")
+            raise RuntimeError("interrupted")
+    assert load_json(target) == {"alpha": 0.5}
+
+
+def test_json_is_strict_and_numpy_aware(tmp_path):
+    path = save_json(tmp_path / "x.json", {"a": np.float32(1.5), "b": np.arange(3), "c": float("nan"), "d": (1, 2)})
+    text = path.read_text()
+    assert json.loads(text) == {"a": 1.5, "b": [0, 1, 2], "c": None, "d": [1, 2]}
+    assert "NaN" not in text
+    assert oct(path.stat().st_mode & 0o777) != oct(0o600)  # readable like any other output
+
+
+def test_npz_round_trip(tmp_path):
+    x = np.random.default_rng(0).normal(size=(2, 3, 4))
+    save_npz(tmp_path / "o.npz", l2=x, t=np.arange(1, 5))
+    with np.load(tmp_path / "o.npz") as data:
+        np.testing.assert_array_equal(data["l2"], x)
+        np.testing.assert_array_equal(data["t"], [1, 2, 3, 4])
