@@ -22,7 +22,8 @@ import numpy as np
 from flax import nnx
 
 import nohair_jax as nh
-from nohair_jax.offsets import _offsets_call
+from nohair_jax.measure import untrained_model
+from nohair_jax.offsets import _pairs_call, pair_offsets
 
 
 def best_time(fn, repeats: int) -> float:
@@ -45,14 +46,13 @@ def matmul_peak(n: int, repeats: int) -> float:
 
 def offsets_rate(d_model: int, length: int, pairs_per_call: int, n_pairs: int, repeats: int) -> dict:
     """Tokens/s and FLOP/s of prompt_pair_offsets for a 4-layer model, P = 16."""
-    cfg = nh.TransformerConfig(d_model=d_model, n_heads=d_model // 32, n_layers=4, max_len=length + 16)
-    model = nh.Transformer(cfg, rngs=nnx.Rngs(0))
-    pairs = nh.random_prompt_pairs(0, n_pairs, 16, length, cfg.vocab_size)
+    model = untrained_model(4, d_model=d_model, max_len=length + 16)
+    pairs = nh.random_prompt_pairs(0, n_pairs, 16, length, model.config.vocab_size)
     seconds = best_time(lambda: nh.prompt_pair_offsets(model, *pairs, pairs_per_call=pairs_per_call).l2, repeats)
     graphdef, state = nnx.split(model)
     k = pairs_per_call
     with jax.default_matmul_precision("highest"):
-        compiled = _offsets_call.lower(graphdef, state, *(x[:k] for x in pairs)).compile()
+        compiled = _pairs_call.lower(pair_offsets, graphdef, state, *(x[:k] for x in pairs)).compile()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     calls = -(-n_pairs // k)

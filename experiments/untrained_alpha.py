@@ -16,11 +16,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flax import nnx
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.measure import measure_model
+from nohair_jax.measure import measure_model, untrained_model
 from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
@@ -33,11 +32,8 @@ def run(profile: str, out: Path, seed: int = 0) -> dict:
     p = PROFILES[profile]
     rows = []
     for depth in p["depths"]:
-        cfg = nh.TransformerConfig(
-            d_model=p["d_model"], n_heads=p["d_model"] // 32, n_layers=depth, max_len=p["prompt_len"] + p["length"]
-        )
-        model = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
-        pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], cfg.vocab_size)
+        model = untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
+        pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
         print(f"depth {depth}: {p['n_pairs']} pairs, T = {p['length']}", flush=True)
         summary = measure_model(model, pairs, out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
         rows.append(dict(depth=depth, fits=summary["fits"]))

@@ -9,13 +9,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from flax import nnx
 
 from nohair_jax.fit import fit_power_law
-from nohair_jax.model import Transformer
+from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.offsets import measure_noise_floor, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
 from nohair_jax.plots import offsets_figure
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
+
+
+def untrained_model(depth: int, *, d_model: int = 128, max_len: int = 1024, seed: int = 0, **config) -> Transformer:
+    """The experiments' default architecture at random init: pre-LN, learned positions, GELU,
+    one head per 32 features; ``config`` overrides any other ``TransformerConfig`` field."""
+    cfg = TransformerConfig(d_model=d_model, n_heads=max(1, d_model // 32), n_layers=depth, max_len=max_len, **config)
+    return Transformer(cfg, rngs=nnx.Rngs(seed))
 
 
 def fit_layers(t: np.ndarray, l2: np.ndarray, floor: np.ndarray | None, **fit_kwargs) -> list[dict]:

@@ -244,13 +244,17 @@ class Attention(nnx.Module):
         self.v = nnx.Linear(d, cfg.kv_heads * hd, use_bias=qkv_bias, kernel_init=init, **linear)
         self.o = nnx.Linear(cfg.n_heads * hd, d, use_bias=cfg.bias, kernel_init=out_init, **linear)
 
-    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None):
-        """x [B, T, D] -> (output [B, T, D], (max |logit| [B], prompt attention [B, H, T] or None) or None)."""
+    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv: jax.Array | None = None):
+        """x [B, T, D] -> (output [B, T, D], (max |logit| [B], prompt attention [B, H, T] or None) or None).
+
+        ``kv`` [B, T, D], if given, is what keys and values are computed from instead of ``x``.
+        """
         cfg = self.cfg
         b, t, _ = x.shape
+        kv = x if kv is None else kv
         q = self.q(x).reshape(b, t, cfg.n_heads, cfg.head_dim)
-        k = self.k(x).reshape(b, t, cfg.kv_heads, cfg.head_dim)
-        v = self.v(x).reshape(b, t, cfg.kv_heads, cfg.head_dim)
+        k = self.k(kv).reshape(b, t, cfg.kv_heads, cfg.head_dim)
+        v = self.v(kv).reshape(b, t, cfg.kv_heads, cfg.head_dim)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         group = cfg.n_heads // cfg.kv_heads
@@ -301,16 +305,21 @@ class Block(nnx.Module):
         self.attn_norm, self.attn = Norm(cfg), Attention(cfg, rngs=rngs)
         self.mlp_norm, self.mlp = Norm(cfg), MLP(cfg, rngs=rngs)
 
-    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None):
-        """x [B, T, D] -> (x [B, T, D], norm input scales [2, B, T], attention stats or None)."""
+    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv_stream: jax.Array | None = None):
+        """x [B, T, D] -> (x [B, T, D], norm input scales [2, B, T], attention stats or None).
+
+        ``kv_stream`` [B, T, D], if given, is the residual stream that keys and values are read
+        from instead of ``x`` (queries, the residual path and the MLP still use ``x``).
+        """
         if self.pre_norm:
             y, attn_scale = self.attn_norm(x)
-            a, stats = self.attn(y, rope, diagnostics=diagnostics, prompt_len=prompt_len)
+            kv = None if kv_stream is None else self.attn_norm(kv_stream)[0]
+            a, stats = self.attn(y, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv)
             x = x + a
             y, mlp_scale = self.mlp_norm(x)
             x = x + self.mlp(y)
         else:
-            a, stats = self.attn(x, rope, diagnostics=diagnostics, prompt_len=prompt_len)
+            a, stats = self.attn(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv_stream)
             x, attn_scale = self.attn_norm(x + a)
             x, mlp_scale = self.mlp_norm(x + self.mlp(x))
         return x, jnp.stack([attn_scale, mlp_scale]), stats
@@ -334,9 +343,19 @@ class Transformer(nnx.Module):
             )
         )
 
-    def __call__(self, tokens: jax.Array, *, diagnostics: bool = False, prompt_len: int | None = None) -> ForwardOutput:
+    def __call__(
+        self,
+        tokens: jax.Array,
+        *,
+        diagnostics: bool = False,
+        prompt_len: int | None = None,
+        kv_streams: jax.Array | None = None,
+    ) -> ForwardOutput:
         """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics.
 
+        ``kv_streams`` [L, B, T, D], if given, are the residual streams that block ``l`` reads its
+        keys and values from (``kv_streams[l - 1]`` in place of its own input ``h_(l-1)``): the
+        patching that separates direct reads of the prompt from relay (``nohair_jax.paths``).
         Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets``
         checks them on the host.
         """
@@ -357,8 +376,9 @@ class Transformer(nnx.Module):
             rope = rope_tables(length, cfg.head_dim, cfg.rope_theta, x.dtype)
 
         hidden, scales, block_stats = [x], [], []
-        for block in self.blocks:
-            x, scale, stats = block(x, rope, diagnostics=diagnostics, prompt_len=prompt_len)
+        for layer, block in enumerate(self.blocks):
+            kv_stream = None if kv_streams is None else kv_streams[layer]
+            x, scale, stats = block(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=kv_stream)
             hidden.append(x)
             scales.append(scale)
             block_stats.append(stats)

@@ -80,9 +80,9 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
     return to_pairs(l2), to_pairs(relative), to_pairs(norm), kl
 
 
-@functools.partial(jax.jit, static_argnames="graphdef")
-def _offsets_call(graphdef, state, prompts_a, prompts_b, continuations):
-    return pair_offsets(nnx.merge(graphdef, state), prompts_a, prompts_b, continuations)
+@functools.partial(jax.jit, static_argnames=("pair_fn", "graphdef"))
+def _pairs_call(pair_fn, graphdef, state, prompts_a, prompts_b, continuations):
+    return pair_fn(nnx.merge(graphdef, state), prompts_a, prompts_b, continuations)
 
 
 def _as_tokens(name: str, x, vocab_size: int) -> np.ndarray:
@@ -153,13 +153,28 @@ def prompt_pair_offsets(
     Returns:
       ``Offsets`` with numpy arrays l2, relative, norm [n_pairs, L+1, T] and kl [n_pairs, T].
     """
-    cfg = model.config
-    a, b, c = check_pairs(cfg, prompts_a, prompts_b, continuations)
+    a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
+    l2, relative, norm, kl = map_pairs(
+        pair_offsets, model, a, b, c, pairs_per_call=pairs_per_call, float64=float64, progress=progress
+    )
+    return Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1])
+
+
+def map_pairs(
+    pair_fn, model: Transformer, a: np.ndarray, b: np.ndarray, c: np.ndarray, *,
+    pairs_per_call: int = 1, float64: bool = False, progress: bool = False,
+) -> list[np.ndarray]:
+    """Run a traceable ``pair_fn(model, a, b, c) -> arrays [k, ...]`` over checked pairs, k per call.
+
+    The machinery shared by every per-pair measurement: full matmul precision, optional float64,
+    one compilation per shape (the last call is filled up with repeats and trimmed), a progress
+    bar over calls. ``a, b, c`` come from ``check_pairs``. Returns the outputs concatenated over
+    pairs, as numpy arrays.
+    """
     n = a.shape[0]
     if not (isinstance(pairs_per_call, int) and pairs_per_call >= 1):
         raise ValueError(f"pairs_per_call must be an int >= 1, got {pairs_per_call!r}")
     k = min(pairs_per_call, n)
-
     graphdef, state = nnx.split(model)
     results = []
     with ExitStack() as stack:
@@ -168,11 +183,11 @@ def prompt_pair_offsets(
         if float64:
             stack.enter_context(jax.enable_x64(True))
             state = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), state)
-        for start in tqdm(range(0, n, k), desc="offsets", unit="call", disable=not progress, leave=False):
+        for start in tqdm(range(0, n, k), desc=pair_fn.__name__, unit="call", disable=not progress, leave=False):
             idx = np.minimum(np.arange(start, start + k), n - 1)
-            results.append([np.asarray(x) for x in _offsets_call(graphdef, state, a[idx], b[idx], c[idx])])
-    l2, relative, norm, kl = (np.concatenate(parts)[:n] for parts in zip(*results))
-    return Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1])
+            out = _pairs_call(pair_fn, graphdef, state, a[idx], b[idx], c[idx])
+            results.append([np.asarray(x) for x in out])
+    return [np.concatenate(parts)[:n] for parts in zip(*results)]
 
 
 def measure_noise_floor(model: Transformer, prompts_a, prompts_b, continuations, *, n_pairs: int = 2) -> np.ndarray:

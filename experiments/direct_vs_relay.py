@@ -1,0 +1,80 @@
+"""Direct read versus relay in an untrained model (DESIGN.md section 3, issue: the theory spine).
+
+Splits each pair's offset into what continuation tokens read from the prompt directly and what
+reaches them through earlier continuation tokens (``nohair_jax.paths``), fits alpha to each part
+per layer, and draws them. Near-uniform attention (an untrained model) should make the direct
+part decay like dilution (alpha near 1) and leave the log factors to relay.
+
+    python experiments/direct_vs_relay.py --out results/direct_vs_relay
+
+Writes ``split.npz`` (t, total, direct, relay), ``split.json`` (fits per layer and part) and
+``split.png`` drawn from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+import nohair_jax as nh
+from nohair_jax.measure import fit_layers, untrained_model
+from nohair_jax.paths import direct_relay_split
+from nohair_jax.results import load_json, save_figure, save_json, save_npz
+
+PROFILES = {
+    "quick": dict(depth=4, d_model=128, prompt_len=16, length=2048, n_pairs=8),
+    "full": dict(depth=6, d_model=256, prompt_len=16, length=8192, n_pairs=32),
+}
+PARTS = ("total", "direct", "relay")
+
+
+def run(profile: str, out: Path, seed: int = 0) -> dict:
+    p = PROFILES[profile]
+    model = untrained_model(p["depth"], d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
+    pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
+    split = direct_relay_split(model, *pairs, progress=True)
+    save_npz(out / "split.npz", t=split.t, **{part: getattr(split, part) for part in PARTS})
+    # Relay is exactly zero at layer 1 (nothing to relay yet): its fit there is refused, by design.
+    fits = {part: fit_layers(split.t, getattr(split, part), None) for part in PARTS}
+    result = dict(profile=profile, settings=p, seed=seed, model=model.config.to_dict(), fits=fits)
+    save_json(out / "split.json", result)
+    draw(out)
+    return result
+
+
+def draw(out: Path) -> None:
+    data, saved = np.load(out / "split.npz"), load_json(out / "split.json")
+    depth = data["total"].shape[1] - 1
+    fig = Figure(figsize=(4 * depth, 3.8))
+    for layer, ax in enumerate(np.atleast_1d(fig.subplots(1, depth)), start=1):
+        for part, style in zip(PARTS, ("k-", "C0-", "C3-")):
+            curve = nh.summary_curve(data[part][:, layer])
+            if np.all(curve > 0):
+                fit = saved["fits"][part][layer - 1]
+                label = part + (f", alpha {fit['alpha']:.2f}" if "alpha" in fit else "")
+                ax.loglog(data["t"], curve, style, label=label)
+        ax.set(title=f"layer {layer}", xlabel="t")
+        ax.legend(fontsize=8)
+    fig.axes[0].set_ylabel("offset, mean over pairs")
+    fig.suptitle("direct read of the prompt versus relay through earlier continuation tokens (untrained)")
+    fig.tight_layout()
+    save_figure(out / "split.png", fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=PROFILES, default="quick")
+    parser.add_argument("--out", type=Path, default=Path("results/direct_vs_relay"))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    result = run(args.profile, args.out, args.seed)
+    for part in PARTS:
+        cells = [f"{f['alpha']:.2f}" if "alpha" in f else "-" for f in result["fits"][part]]
+        print(f"{part:>6} alpha per layer: {', '.join(cells)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Local exponent of untrained networks against the exactly solvable relay model.
+
+The claim: in untrained networks the local exponent ``-dlog d / dlog t`` rises towards 1 as
+``t`` grows, as it does in the linear relay model (``nohair_jax.relay.local_exponent``), whose
+exponent at layer ``l`` approaches 1 only like ``1 - (l-1) / log t``. Both are drawn on one figure
+per layer, with the relay model without and with the residual stream.
+
+    python experiments/untrained_vs_relay.py --out results/untrained_vs_relay
+
+Writes ``local_exponent.npz`` (t, l2 of the network), ``local_exponent.json`` (settings, the
+network's and the relay model's exponents on the binned grid) and ``local_exponent.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+import nohair_jax as nh
+from nohair_jax.measure import untrained_model
+from nohair_jax.results import load_json, save_figure, save_json, save_npz
+
+PROFILES = {
+    "quick": dict(depth=4, d_model=128, prompt_len=16, length=4096, n_pairs=4),
+    "full": dict(depth=6, d_model=256, prompt_len=16, length=32768, n_pairs=16),
+}
+
+
+def run(profile: str, out: Path, seed: int = 0) -> dict:
+    p = PROFILES[profile]
+    model = untrained_model(p["depth"], d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
+    pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
+    off = nh.prompt_pair_offsets(model, *pairs, progress=True)
+    save_npz(out / "local_exponent.npz", t=off.t, l2=off.l2)
+    layers = []
+    for layer in range(1, p["depth"] + 1):
+        t_grid, network = nh.local_exponent(off.t, off.l2[:, layer])
+        layers.append(dict(
+            layer=layer, t=t_grid, network=network,
+            relay=np.asarray(nh.relay.local_exponent(p["prompt_len"], t_grid, layer)),
+            relay_residual=np.asarray(nh.relay.local_exponent(p["prompt_len"], t_grid, layer, residual=True)),
+        ))
+    result = dict(profile=profile, settings=p, seed=seed, model=model.config.to_dict(), layers=layers)
+    save_json(out / "local_exponent.json", result)
+    draw(out)
+    return result
+
+
+def draw(out: Path) -> None:
+    saved = load_json(out / "local_exponent.json")
+    rows = saved["layers"]
+    fig = Figure(figsize=(4 * len(rows), 3.8))
+    for row, ax in zip(rows, np.atleast_1d(fig.subplots(1, len(rows)))):
+        ax.semilogx(row["t"], row["network"], "k.-", label="untrained network")
+        ax.semilogx(row["t"], row["relay"], "C0--", label="relay model")
+        ax.semilogx(row["t"], row["relay_residual"], "C3:", label="relay model, residual")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set(title=f"layer {row['layer']}", xlabel="t", ylim=(-0.1, 1.15))
+        ax.legend(fontsize=8)
+    fig.axes[0].set_ylabel("local exponent -dlog d / dlog t")
+    s = saved["settings"]
+    fig.suptitle(f"local exponents, P = {s['prompt_len']}, d_model {s['d_model']}, {s['n_pairs']} pairs")
+    fig.tight_layout()
+    save_figure(out / "local_exponent.png", fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=PROFILES, default="quick")
+    parser.add_argument("--out", type=Path, default=Path("results/untrained_vs_relay"))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    result = run(args.profile, args.out, args.seed)
+    for row in result["layers"]:
+        picks = [int(i) for i in np.searchsorted(row["t"], [100, 1000]) if i < len(row["t"])]
+        cells = [f"t={row['t'][i]:.0f}: network {row['network'][i]:.2f}, relay {row['relay'][i]:.2f}, "
+                 f"relay+residual {row['relay_residual'][i]:.2f}" for i in picks]
+        print(f"layer {row['layer']}: " + "; ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
