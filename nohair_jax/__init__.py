@@ -9,7 +9,9 @@
     fit.alpha, fit.ci, fit.t_range
 """
 
-from nohair_jax import relay
+from nohair_jax import bound, data, paths, relay, train
+from nohair_jax.bound import BoundConditions, BoundNotApplicable, check_bound, measure_conditions
+from nohair_jax.data import Corpus, decode, encode, heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
 from nohair_jax.fit import (
     NoiseFloorError,
     PowerLawFit,
@@ -22,28 +24,52 @@ from nohair_jax.fit import (
 from nohair_jax.model import Diagnostics, ForwardOutput, PromptLogitBias, Transformer, TransformerConfig
 from nohair_jax.offsets import Offsets, measure_noise_floor, pair_offsets, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs, random_prompt_pairs, text_prompt_pairs
+from nohair_jax.paths import PathSplit, direct_relay_split
+from nohair_jax.train import TrainConfig, TrainResult, alpha_history, load_trained, offsets_callback
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BoundConditions",
+    "BoundNotApplicable",
+    "Corpus",
     "Diagnostics",
     "ForwardOutput",
     "NoiseFloorError",
     "Offsets",
+    "PathSplit",
     "PowerLawFit",
     "PromptLogitBias",
     "PromptPairs",
+    "TrainConfig",
+    "TrainResult",
     "Transformer",
     "TransformerConfig",
+    "alpha_history",
     "alpha_vs_window",
+    "bound",
+    "check_bound",
+    "data",
+    "decode",
+    "direct_relay_split",
+    "encode",
     "fit_power_law",
+    "heldout_prompt_pairs",
+    "load_corpus",
+    "load_trained",
     "local_exponent",
+    "markov_corpus",
+    "measure_conditions",
     "measure_noise_floor",
     "noise_floor_curve",
+    "offsets_callback",
     "pair_offsets",
+    "paths",
     "prompt_pair_offsets",
     "random_prompt_pairs",
     "relay",
+    "stdlib_corpus",
     "summary_curve",
     "text_prompt_pairs",
+    "train",
 ]

@@ -43,3 +43,18 @@ def test_argument_errors_exit_2(capsys):
         main(["offsets", "--length", "0"])
     assert exc.value.code == 2
     assert "expected a whole number >= 1, got 0" in capsys.readouterr().err
+
+
+def test_train_command_resumes_and_measures(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--depth", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--batch-size", "2",
+            "--warmup", "2", "--eval-every", "4", "--checkpoint-every", "4", "--log-every", "2",
+            "--measure-every", "4", "--length", "64", "--pairs", "2", "--prompt-len", "4", "--out", str(out)]
+    assert main([*args, "--steps", "4"]) == 0
+    assert main([*args, "--steps", "8"]) == 2  # a different run config in the same folder is refused
+    assert "steps" in capsys.readouterr().err
+    history = json.loads((out / "history.json").read_text())["history"]
+    assert [e["step"] for e in history if "alpha" in e] == [0, 4]
+    assert main([*args, "--steps", "8", "--fresh"]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out bits per byte at step 8" in printed and "step      8:" in printed

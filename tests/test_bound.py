@@ -1,0 +1,202 @@
+"""The bound on real models (nohair_jax.bound): conditions against direct computation, the explicit
+bound never violated on random untrained models, failing conditions reported, `nohair bound`."""
+
+import dataclasses
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nohair_jax as nh
+from nohair_jax import bound, relay
+from nohair_jax.cli import main
+
+
+def _model(**kwargs):
+    cfg = nh.TransformerConfig(**{"vocab_size": 64, "d_model": 16, "n_heads": 2, "n_layers": 2, "max_len": 64, **kwargs})
+    return nh.Transformer(cfg, rngs=nnx.Rngs(0))
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**16),
+    depth=st.integers(1, 4),
+    width=st.sampled_from([16, 24, 32]),
+    heads=st.sampled_from([1, 2, 4]),
+    grouped=st.booleans(),
+    mlp=st.sampled_from(["gelu", "gelu_tanh", "relu", "swiglu"]),
+    norm=st.sampled_from(["layernorm", "rmsnorm"]),
+    position=st.sampled_from(["learned", "sinusoidal", "rope", "none"]),
+    init_std=st.sampled_from([0.02, 0.1, 0.3]),
+    prompt_len=st.integers(1, 8),
+    length=st.integers(8, 128),
+)
+def test_explicit_bound_holds_on_random_untrained_models(
+    seed, depth, width, heads, grouped, mlp, norm, position, init_std, prompt_len, length
+):
+    cfg = nh.TransformerConfig(
+        vocab_size=64, d_model=width, n_heads=heads, n_kv_heads=1 if grouped else None, n_layers=depth, mlp=mlp,
+        norm=norm, position=position, init_std=init_std, max_len=prompt_len + length,
+    )
+    model = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
+    pairs = nh.random_prompt_pairs(seed, 2, prompt_len, length, cfg.vocab_size)
+    off = nh.prompt_pair_offsets(model, *pairs)
+    cond = bound.measure_conditions(model, *pairs)
+    assert cond.failures() == []
+    bounds = bound.explicit_bounds(cond, length)
+    worst = off.l2.max(axis=0)  # [L+1, T], max over pairs
+    assert (worst[1:] <= bounds["recursion"][1:]).all()
+    late = off.t >= bounds["t0"]
+    assert (worst[1:, late] <= bounds["closed"][1:, late]).all()
+    assert np.isnan(bounds["closed"][1:, ~late]).all()
+    assert all(e["holds"] and e["holds_closed"] and e["margin"] >= 1 for e in bound.explicit_check(off.l2, **{
+        k: bounds[k] for k in ("recursion", "closed")}))
+
+
+def test_conditions_match_direct_computation():
+    model = _model(n_heads=4, n_kv_heads=2, mlp="swiglu", qkv_bias=True, position="rope")
+    # Biases at init are zero; give them values so that their norms are measured, not assumed.
+    for blk in model.blocks:
+        blk.attn.q.bias[...] = jnp.linspace(-1, 1, blk.attn.q.bias.shape[0])
+        blk.attn.k.bias[...] = 0.5
+        blk.attn_norm.bias[...] = 0.1
+        blk.mlp_norm.scale[...] = jnp.linspace(-2, 1, 16)
+    pairs = nh.random_prompt_pairs(3, 3, 5, 20, 64)
+    cond = bound.measure_conditions(model, *pairs)
+
+    a, b, c = pairs
+    forward = nnx.jit(lambda m, tokens: m(tokens, diagnostics=True))
+    logit, scale, prompt = [], [], []
+    for run in (a, b):
+        out = forward(model, jnp.concatenate([run, c], axis=1))
+        logit.append(np.asarray(out.diagnostics.max_abs_logit).max(axis=1))
+        scale.append(np.asarray(out.diagnostics.norm_scale).min(axis=(1, 2)))
+        prompt.append(np.asarray(out.hidden[:, :, :5], np.float64))
+    np.testing.assert_allclose(cond.logit_bound, np.maximum(*logit), rtol=1e-5)
+    np.testing.assert_allclose(cond.sigma_min, np.minimum(*scale), rtol=1e-5)
+    np.testing.assert_allclose(cond.prompt_offsets, np.linalg.norm(prompt[0] - prompt[1], axis=-1).max(axis=(1, 2)),
+                               rtol=1e-5)
+    blk = model.blocks[1]
+    for name, layer_module in (("q", blk.attn.q), ("k", blk.attn.k), ("v", blk.attn.v), ("o", blk.attn.o),
+                               ("up", blk.mlp.up), ("gate", blk.mlp.gate), ("down", blk.mlp.down)):
+        kernel = np.asarray(layer_module.kernel[...], np.float64)
+        assert cond.weight_norms[name][1] == pytest.approx(np.linalg.svd(kernel, compute_uv=False)[0], rel=1e-12)
+    assert cond.bias_norms["q"][1] == pytest.approx(np.linalg.norm(np.linspace(-1, 1, 16)), rel=1e-6)
+    assert cond.bias_norms["k"][1] == pytest.approx(0.5 * np.sqrt(8), rel=1e-6)  # 2 kv heads of 4
+    assert cond.bias_norms["up"][1] == 0.0  # zero at init
+    assert cond.gain[3] == pytest.approx(2.0) and cond.gain[2] == 1.0
+    assert cond.norm_bias[2] == pytest.approx(0.1 * 4) and cond.norm_bias[3] == 0.0
+    assert (cond.group, cond.head_dim, cond.d_model, cond.prompt_len) == (2, 4, 16, 5)
+    assert cond.failures() == []
+
+
+def test_failing_conditions_are_reported(tmp_path):
+    pairs = nh.random_prompt_pairs(0, 2, 4, 16, 64)
+    # Embeddings a million times smaller: the first norm's input sits far below sqrt(eps).
+    tiny = _model()
+    tiny.embed.embedding[...] *= 1e-6
+    tiny.pos_embed.embedding[...] *= 1e-6
+    cond = bound.measure_conditions(tiny, *pairs)
+    assert cond.sigma_min[0] < cond.floor
+    failures = cond.failures()
+    assert failures[0].startswith("layer 1 attention norm: input scale floor sigma_min")
+    assert all("norm: input scale floor" in r for r in failures)  # only the floor fails
+    # Below the floor the bound is still valid, only huge: it is computed, not refused.
+    assert np.isfinite(bound.explicit_bounds(cond, 16)["recursion"]).all()
+
+    for change, reason in ((dict(norm_placement="post"), "not pre-LN"), (dict(prompt_logit_bias=True), "prompt logit bias")):
+        failing = dataclasses.replace(cond, **change)
+        assert any(r.startswith(reason) for r in failing.failures())
+        with pytest.raises(bound.BoundNotApplicable, match=reason):
+            bound.explicit_bounds(failing, 16)
+
+    # A post-LN model end to end: the conditions say why, the files are written, the bound is refused.
+    summary = bound.check_bound(_model(norm_placement="post"), pairs, tmp_path, n_boot=20, progress=False)
+    assert summary["conditions"]["norm_placement"] == "post"
+    assert summary["conditions"]["failures"][0].startswith("not pre-LN")
+    assert "not pre-LN" in summary["explicit"]["error"]
+    assert "explicit bound not applicable" in bound.report(summary)
+    assert (tmp_path / "bound.png").stat().st_size > 5_000
+
+
+def test_explicit_bounds_are_wired_to_the_right_conditions():
+    # Made-up conditions of a 2-layer model (forward order of norms: attn 1, MLP 1, attn 2, MLP 2, final).
+    norms = lambda *v: np.array(v, dtype=float)  # noqa: E731
+    cond = bound.BoundConditions(
+        prompt_len=5, norm_placement="pre", mlp="relu", prompt_logit_bias=False, norm_eps=1e-5, d_model=16,
+        head_dim=4, group=1, logit_bound=norms(0.1, 0.2), sigma_min=norms(0.5, 0.25, 1.0, 2.0, 9.0),
+        gain=norms(1.0, 2.0, 1.5, 1.0, 9.0), norm_bias=norms(0.1, 0.0, 0.2, 0.3, 9.0),
+        weight_norms={k: norms(0.5, 0.7) for k in ("q", "k", "v", "o", "up", "gate", "down")},
+        bias_norms={k: norms(0.0, 0.1) for k in ("q", "k", "up", "gate")}, prompt_offsets=norms(0.3, 0.6, 99.0),
+    )
+    values = cond.block_values()
+    np.testing.assert_array_equal(values["sigma_attn"], [0.5, 1.0])
+    np.testing.assert_array_equal(values["sigma_mlp"], [0.25, 2.0])
+    np.testing.assert_array_equal(values["g_mlp"], [2.0, 1.0])
+    np.testing.assert_array_equal(values["beta_attn"], [0.1, 0.2])
+    # Layer 1 by hand (relu, G = 1): R = sqrt(16) + 0.1, V = 0.5 * 4, K = Q = 0.5 R.
+    radius, v = 4.1, 2.0
+    alpha_q = 0.5 * v * 0.5 * radius * 0.5 / 2
+    alpha_kv = 0.5 * (0.5 + 2 * v * 0.5 * radius * 0.5 / 2)
+    mlp_gain = 1 + 2.0 / 0.25 * 0.5 * 0.5
+    a1, b1 = mlp_gain * (1 + alpha_q / 0.5), mlp_gain * np.exp(0.2) * alpha_kv / 0.5
+    out = bound.explicit_bounds(cond, 40)
+    assert out["a"][0] == pytest.approx(a1, rel=1e-12) and out["b"][0] == pytest.approx(b1, rel=1e-12)
+    # The recursion with D_0, D_1 (not D_2), and C_1 = D_0 b_1 from t0 = max(P, 3) on.
+    n = 5 + np.arange(1.0, 41)
+    layer1 = 5 * 0.3 * b1 / n
+    layer2 = out["a"][1] * layer1 + out["b"][1] * (5 * 0.6 + np.cumsum(layer1)) / n
+    np.testing.assert_allclose(out["recursion"], [np.zeros(40), layer1, layer2], rtol=1e-12)
+    assert out["t0"] == 5 and out["C"][0] == pytest.approx(0.3 * b1, rel=1e-12)
+    np.testing.assert_allclose(out["closed"][1, 4:], 0.3 * b1 * 5 / np.arange(5.0, 41), rtol=1e-12)
+    assert np.isnan(out["closed"][1:, :4]).all()
+
+
+def test_shape_check_tells_the_relay_shape_from_slower_decay():
+    # Synthetic offsets: the relay model's own shape times noise passes; a t^0.3 slower decay fails.
+    prompt_len, length, depth = 8, 400, 3
+    t = np.arange(1, length + 1)
+    rng = np.random.default_rng(0)
+    shape = np.asarray(relay.offsets(prompt_len, length, depth))
+    noise = np.exp(rng.normal(0, 0.05, (6, 1, length)))
+    same = bound.shape_check(t, shape[None] * noise, prompt_len, n_boot=200)
+    slower = bound.shape_check(t, shape[None] * noise * t**0.3, prompt_len, n_boot=200)
+    for s, w in zip(same, slower):
+        assert s["passes"] and abs(s["slope"]) < 0.02 and s["relay_prefactor"] == pytest.approx(1, rel=0.05)
+        assert not w["passes"] and w["slope"] == pytest.approx(0.3, abs=0.02)
+    # The relay shape itself rises against the literal P (log t)^(l-1) / t at these t: why it is not the test.
+    assert all(s["slope_log_shape"] > 0 for s in same)
+
+
+def test_explicit_check_finds_a_violation():
+    l2 = np.full((2, 2, 10), 0.5)
+    recursion = np.ones((2, 10))
+    closed = np.full((2, 10), np.nan)
+    closed[:, 3:] = 2.0
+    l2[1, 1, 6] = 1.25  # one pair, one position above the bound
+    (entry,) = bound.explicit_check(l2, recursion, closed)
+    assert not entry["holds"] and entry["margin"] == pytest.approx(0.8) and entry["t_margin"] == 7
+    assert entry["holds_closed"] and entry["margin_closed"] == pytest.approx(1.6) and entry["t_margin_closed"] == 7
+
+
+def test_bound_command_writes_its_files_and_prints_the_table(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["--depth", "2", "--d-model", "16", "--heads", "2", "--prompt-len", "4", "--length", "64", "--pairs", "3",
+            "--n-boot", "50", "--out", str(out)]
+    assert main(["bound", *args]) == 0
+    printed = capsys.readouterr().out
+    assert "conditions of the theorem" in printed and "all conditions hold" in printed
+    saved = json.loads((out / "bound.json").read_text())
+    assert saved["model"]["n_layers"] == 2 and len(saved["shape"]) == len(saved["explicit"]) == 2
+    assert (out / "bound.png").stat().st_size > 10_000
+    with np.load(out / "bound.npz") as data:
+        assert data["l2"].shape == (3, 3, 64) and data["recursion"].shape == data["closed"].shape == (3, 64)
+        # The reported margins are what the saved arrays give.
+        for layer, entry in enumerate(saved["explicit"], start=1):
+            margin = (data["recursion"][layer] / data["l2"][:, layer].max(axis=0)).min()
+            assert entry["holds"] and entry["margin"] == pytest.approx(margin, rel=1e-12)
+            assert f"{entry['margin']:.3g}" in printed
