@@ -72,3 +72,10 @@ def save_figure(path: str | os.PathLike, fig) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120, bbox_inches="tight", format=Path(path).suffix.lstrip(".") or "png")
     return Path(path)
+
+
+def claims_table(rows: list[dict]) -> str:
+    """A plain-text table of claims: each row has ``claim``, ``paper``, ``measured``, ``verdict``."""
+    widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in ("claim", "paper", "measured", "verdict")}
+    line = lambda r: "  ".join(str(r[k]).ljust(w) for k, w in widths.items())  # noqa: E731
+    return "\n".join([line({k: k for k in widths}), line({k: "-" * w for k, w in widths.items()}), *map(line, rows)])

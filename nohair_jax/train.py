@@ -45,7 +45,7 @@ from nohair_jax.measure import fit_layers
 from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.offsets import measure_noise_floor, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
-from nohair_jax.results import load_json, save_json
+from nohair_jax.results import load_json, save_json, save_npz
 
 DEFAULT_MODEL = TransformerConfig(vocab_size=256, d_model=128, n_heads=4, n_layers=4, position="rope")
 
@@ -399,14 +399,17 @@ def load_trained(out_dir, *, step: int | None = None) -> Transformer:
     return nnx.merge(graphdef, restored["params"])
 
 
-def offsets_callback(pairs: PromptPairs, *, fit_kwargs: dict | None = None, floor_pairs: int = 2) -> Callback:
+def offsets_callback(
+    pairs: PromptPairs, *, fit_kwargs: dict | None = None, floor_pairs: int = 2, save_dir=None
+) -> Callback:
     """A callback that measures prompt-pair offsets and fits alpha per layer, for ``train(callbacks=...)``.
 
     At each requested step it runs ``prompt_pair_offsets`` on ``pairs``, measures the float32
     noise floor on ``floor_pairs`` pairs against float64 (0: no floor) and fits every layer with
     ``measure.fit_layers(..., **fit_kwargs)``. It returns ``{"alpha": [L] floats (None where a
     layer's fit was refused), "offset_fits": [L] fit dicts}``, so alpha versus training step is in
-    the history (``alpha_history`` reads it back).
+    the history (``alpha_history`` reads it back). With ``save_dir`` the curves are kept too, as
+    ``save_dir/offsets_step<step>.npz`` (t, l2 [n_pairs, L+1, T], kl [n_pairs, T], floor [L+1, T]).
     """
     fit_kwargs = dict(fit_kwargs or {})
 
@@ -414,6 +417,9 @@ def offsets_callback(pairs: PromptPairs, *, fit_kwargs: dict | None = None, floo
         off = prompt_pair_offsets(model, *pairs)
         floor = measure_noise_floor(model, *pairs, n_pairs=floor_pairs) if floor_pairs else None
         fits = fit_layers(off.t, off.l2, floor, **fit_kwargs)
+        if save_dir is not None:
+            extra = {} if floor is None else {"floor": floor}
+            save_npz(Path(save_dir) / f"offsets_step{step}.npz", t=off.t, l2=off.l2, kl=off.kl, **extra)
         return {"alpha": [fit.get("alpha") for fit in fits], "offset_fits": fits}
 
     return measure_offsets

@@ -13,6 +13,7 @@ from flax import nnx
 import nohair_jax as nh
 from nohair_jax import data
 from nohair_jax import train as tr
+from nohair_jax.measure import fit_layers
 
 MODEL = nh.TransformerConfig(d_model=32, n_heads=4, n_layers=2, position="none")
 TRAIN = tr.TrainConfig(
@@ -31,8 +32,9 @@ def corpus():
 def straight(corpus, tmp_path_factory):
     """One uninterrupted run, measuring offsets at init, halfway and at the end."""
     pairs = data.heldout_prompt_pairs(corpus, 0, 3, 8, 128)
-    callback = tr.offsets_callback(pairs, fit_kwargs={"n_boot": 20}, floor_pairs=1)
-    return tr.train(MODEL, TRAIN, corpus, tmp_path_factory.mktemp("straight"),
+    out = tmp_path_factory.mktemp("straight")
+    callback = tr.offsets_callback(pairs, fit_kwargs={"n_boot": 20}, floor_pairs=1, save_dir=out / "curves")
+    return tr.train(MODEL, TRAIN, corpus, out,
                     callbacks=[(OFFSET_STEPS, callback)], progress=False)
 
 
@@ -104,6 +106,11 @@ def test_offsets_callback_records_alpha_per_layer_including_init(straight):
     for entry in straight.history:
         if "alpha" in entry:
             assert len(entry["offset_fits"]) == MODEL.n_layers
+            # The saved curves are the ones the reported alpha was fitted to.
+            with np.load(straight.out_dir / "curves" / f"offsets_step{entry['step']}.npz") as curves:
+                assert curves["l2"].shape == (3, MODEL.n_layers + 1, 128)
+                refit = fit_layers(curves["t"], curves["l2"], curves["floor"], n_boot=20)
+                assert [f.get("alpha") for f in refit] == entry["alpha"]
 
 
 def test_resume_is_bit_identical_to_an_uninterrupted_run(corpus, straight, tmp_path):
