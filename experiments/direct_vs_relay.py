@@ -25,6 +25,7 @@ from nohair_jax.paths import direct_relay_split
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {
+    "smoke": dict(depth=2, d_model=32, prompt_len=4, length=128, n_pairs=2),
     "quick": dict(depth=4, d_model=128, prompt_len=16, length=2048, n_pairs=8),
     "full": dict(depth=6, d_model=256, prompt_len=16, length=8192, n_pairs=32),
 }

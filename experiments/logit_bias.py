@@ -27,6 +27,8 @@ from nohair_jax.results import claims_table, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
 PROFILES = {
+    "smoke": dict(d_model=32, depth=2, steps=30, batch_size=2, context=32, prompt_len=4, length=128, n_pairs=2,
+                  measure_at=(0, 10, 30)),
     "quick": dict(d_model=128, depth=4, steps=300, batch_size=8, context=256, prompt_len=16, length=1024, n_pairs=8,
                   measure_at=(0, 25, 50, 100, 200, 300)),
     "full": dict(d_model=256, depth=6, steps=5000, batch_size=32, context=512, prompt_len=16, length=8192, n_pairs=32,

@@ -33,6 +33,7 @@ from nohair_jax.results import claims_table, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, offsets_callback, train
 
 PROFILES = {
+    "smoke": dict(seeds=(0,), d_model=32, depth=2, steps=40, batch_size=2, context=96, prompt_len=4, length=256, n_pairs=2),
     "quick": dict(seeds=(0,), d_model=128, depth=4, steps=600, batch_size=8, context=256, prompt_len=16, length=2048, n_pairs=16),
     "full": dict(seeds=(0, 1, 2), d_model=256, depth=6, steps=5000, batch_size=32, context=512, prompt_len=16, length=8192, n_pairs=64),
 }

@@ -23,6 +23,7 @@ from nohair_jax.measure import measure_model, untrained_model
 from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
+    "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
     "quick": dict(depths=(1, 2, 4, 6), d_model=128, prompt_len=16, length=2048, n_pairs=16),
     "full": dict(depths=(1, 2, 4, 6, 8, 12), d_model=256, prompt_len=16, length=8192, n_pairs=64),
 }

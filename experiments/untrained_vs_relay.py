@@ -24,6 +24,7 @@ from nohair_jax.measure import untrained_model
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {
+    "smoke": dict(depth=2, d_model=32, prompt_len=4, length=256, n_pairs=2),
     "quick": dict(depth=4, d_model=128, prompt_len=16, length=4096, n_pairs=4),
     "full": dict(depth=6, d_model=256, prompt_len=16, length=32768, n_pairs=16),
 }
