@@ -40,8 +40,9 @@ PROFILES = {
 PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
 
 
-def run(profile: str, out: Path, position: str = "rope") -> dict:
+def run(profile: str, out: Path, position: str = "rope", seeds: tuple[int, ...] | None = None) -> dict:
     p = dict(PROFILES[profile], position=position)
+    p["seeds"] = tuple(seeds or p["seeds"])
     corpus = nh.stdlib_corpus()
     pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
     model_cfg = nh.TransformerConfig(d_model=p["d_model"], n_heads=p["d_model"] // 32, n_layers=p["depth"], position=position)
@@ -129,8 +130,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("results/trained_vs_untrained"))
     parser.add_argument("--position", choices=("rope", "none"), default="rope",
                         help="position encoding; both extrapolate beyond the training context (default rope)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="training seeds (default: the profile's); finished seeds are reused, not retrained")
     args = parser.parse_args()
-    summary = run(args.profile, args.out, args.position)
+    summary = run(args.profile, args.out, args.position, args.seeds)
     for r in summary["runs"]:
         print(f"seed {r['seed']}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")
         for key in ("untrained", "trained", "untrained_in_context", "trained_in_context"):
