@@ -63,7 +63,7 @@ def measure_model(
     out_dir = Path(out_dir)
     fit_kwargs = dict(fit_kwargs or {})
     off = prompt_pair_offsets(model, *pairs, float64=float64, progress=progress)
-    floor = None if float64 else measure_noise_floor(model, *pairs, n_pairs=floor_pairs)
+    floor = None if float64 else measure_noise_floor(model, *pairs, n_pairs=floor_pairs, measured=off)
     fits = fit_layers(off.t, off.l2, floor, **fit_kwargs)
 
     arrays = dict(t=off.t, l2=off.l2, relative=off.relative, kl=off.kl, norm=off.norm, prompt_len=off.prompt_len)

@@ -190,15 +190,19 @@ def map_pairs(
     return [np.concatenate(parts)[:n] for parts in zip(*results)]
 
 
-def measure_noise_floor(model: Transformer, prompts_a, prompts_b, continuations, *, n_pairs: int = 2) -> np.ndarray:
+def measure_noise_floor(
+    model: Transformer, prompts_a, prompts_b, continuations, *, n_pairs: int = 2, measured: Offsets | None = None
+) -> np.ndarray:
     """Float noise of the l2 offsets, measured, not guessed: [L+1, T] in the units of h.
 
-    Runs the first ``n_pairs`` pairs in the model's dtype and in float64 and turns the difference
-    into a per-layer envelope over log-spaced bins of t (``fit.noise_floor_curve``). Give a layer's
-    row to ``fit_power_law(..., floor=...)`` so the fit window ends above it.
+    Runs the first ``n_pairs`` pairs in float64 and compares them with the same pairs in the model's
+    dtype (taken from ``measured``, the offsets of these pairs already computed, when given), then
+    turns the difference into a per-layer envelope over log-spaced bins of t
+    (``fit.noise_floor_curve``). Give a layer's row to ``fit_power_law(..., floor=...)`` so the fit
+    window ends above it.
     """
     a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
     keep = slice(0, max(1, min(n_pairs, a.shape[0])))
-    low = prompt_pair_offsets(model, a[keep], b[keep], c[keep]).l2
+    low = (measured.l2 if measured is not None else prompt_pair_offsets(model, a[keep], b[keep], c[keep]).l2)[keep]
     ref = prompt_pair_offsets(model, a[keep], b[keep], c[keep], float64=True).l2
     return np.stack([noise_floor_curve(low[:, layer], ref[:, layer]) for layer in range(low.shape[1])])

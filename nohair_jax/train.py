@@ -415,7 +415,7 @@ def offsets_callback(
 
     def measure_offsets(model: Transformer, step: int) -> dict:
         off = prompt_pair_offsets(model, *pairs)
-        floor = measure_noise_floor(model, *pairs, n_pairs=floor_pairs) if floor_pairs else None
+        floor = measure_noise_floor(model, *pairs, n_pairs=floor_pairs, measured=off) if floor_pairs else None
         fits = fit_layers(off.t, off.l2, floor, **fit_kwargs)
         if save_dir is not None:
             extra = {} if floor is None else {"floor": floor}

@@ -164,3 +164,12 @@ def test_noise_floor_is_float32_sized():
     # Rounding error of float32 relative to the hidden-state scale: far below 1e-4, above 0.
     rel = floor[1:] / off.norm[:2, 1:].mean(0)
     assert rel.max() < 1e-5 and rel.max() > 0
+
+
+def test_noise_floor_reuses_measured_offsets_exactly():
+    model = make_model()
+    a, b, c = pairs(n=3, T=20)
+    off = nh.prompt_pair_offsets(model, a, b, c)
+    np.testing.assert_array_equal(
+        nh.measure_noise_floor(model, a, b, c, n_pairs=2, measured=off), nh.measure_noise_floor(model, a, b, c, n_pairs=2)
+    )
