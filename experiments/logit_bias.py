@@ -54,7 +54,8 @@ def run(profile: str, out: Path, seed: int = 0) -> dict:
                        callbacks=[(p["measure_at"], offsets_callback(pairs, save_dir=out / name))])
         steps, alpha = alpha_history(result.history)
         bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
-        runs[name] = dict(gamma=gamma, steps=steps, alpha=alpha, bits_per_byte=bits, wall_s=time.perf_counter() - start)
+        runs[name] = dict(gamma=gamma, model=model_cfg.to_dict(), steps=steps, alpha=alpha, bits_per_byte=bits,
+                          wall_s=time.perf_counter() - start)
     summary = dict(profile=profile, settings=p, seed=seed, runs=runs, claims=claims(runs))
     save_json(out / "summary.json", summary)
     draw(out)
@@ -95,7 +96,9 @@ def draw(out: Path) -> None:
     for ax, when in zip(ax_curves, ("early", "last")):
         ax.set(xlabel="t", ylabel=f"offset, layer {p['depth']}", title=f"offsets at the {when} checkpoint")
         ax.legend(fontsize=8)
-    fig.suptitle(f"the dilution-cancelling logit bias (gamma = 1, P = {p['prompt_len']}) during training")
+    position = summary["runs"]["bias"]["model"]["position"]
+    fig.suptitle(f"the dilution-cancelling logit bias (gamma = 1, P = {p['prompt_len']}) during training; "
+                 f"{position} positions, context {p['context']}")
     fig.tight_layout()
     save_figure(out / "logit_bias.png", fig)
 
