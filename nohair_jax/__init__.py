@@ -9,7 +9,7 @@
     fit.alpha, fit.ci, fit.t_range
 """
 
-from nohair_jax import bound, data, paths, relay, train
+from nohair_jax import bound, data, dynamics, paths, relay, train
 from nohair_jax.bound import BoundConditions, BoundNotApplicable, check_bound, measure_conditions
 from nohair_jax.data import Corpus, decode, encode, heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
 from nohair_jax.fit import (
@@ -50,6 +50,7 @@ __all__ = [
     "bound",
     "check_bound",
     "data",
+    "dynamics",
     "decode",
     "direct_relay_split",
     "encode",

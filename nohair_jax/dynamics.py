@@ -1,0 +1,292 @@
+"""Token dynamics: self-attention as interacting particles, the feed-forward layer as a control.
+
+DESIGN.md section 5. Tokens are particles ``x_i``, ``i = 1..n``, in dimension ``d``, either on
+the unit sphere (the idealised layer norm, ``sphere=True``) or in ``R^d``. Self-attention is
+the interaction
+
+    dx_i/dt = P_{x_i}( A_i(x) + u(x_i, t) ),
+    A_i(x)  = sum_j softmax_j(<Q x_i, K x_j>) V x_j,
+
+with ``P_x v = v - <x, v> x`` the projection onto the sphere's tangent space at ``x`` (the
+identity when ``sphere=False``) and ``u`` a feed-forward control applied to every token
+independently (it sees only its own token and the time), added before the projection.
+
+Multi-head attention: ``Q, K, V`` of shape ``[heads, d, d]`` give one drift per head and the
+drift is the **mean** over heads, ``A_i = (1 / heads) sum_h A_i^h``. Averaging (rather than
+summing) keeps the drift's bound that of a single head (``mean_h ||V_h||``), so that a control
+gain means the same thing whatever the number of heads, and identical heads reproduce the
+single-head system exactly.
+
+Integration is a fixed-step scheme (``"rk4"`` or ``"euler"``) inside ``lax.scan``. On the
+sphere every step is followed by renormalising each token to unit norm: the projected field is
+tangent, so the exact flow stays on the sphere and the scheme only leaves it by its own local
+error (``O(dt^5)`` for RK4, ``O(dt^2)`` for Euler); renormalising is a projection back that
+changes the state by no more than that error, so it keeps the scheme's order while stopping
+the drift off the sphere from accumulating.
+
+Everything here is a pure function of arrays: ``simulate`` can be jitted (with ``control``,
+``steps``, ``sphere`` and ``method`` static, e.g. by closing over them) and vmapped over ``x0``
+and over draws of ``(Q, K, V)`` (and over a control's gain, a traced value in its closure).
+``n_clusters`` alone is host-side numpy.
+
+Measures (``diameter``, ``mean_cosine``, ``n_clusters``, ``distance_to``) take one
+configuration ``[n, d]`` or any batch of them, in particular a trajectory
+``[steps + 1, n, d]``, and return one value per configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+Control = Callable[[jax.Array, jax.Array], jax.Array]
+
+__all__ = [
+    "tangent_project",
+    "attention_drift",
+    "drift_bound",
+    "simulate",
+    "consensus_control",
+    "cluster_control",
+    "diameter",
+    "mean_cosine",
+    "n_clusters",
+    "distance_to",
+]
+
+
+def tangent_project(x: jax.Array, v: jax.Array) -> jax.Array:
+    """``P_x v = v - <x, v> x`` row by row: ``x, v`` ``[..., d]`` -> ``[..., d]``.
+
+    For unit ``x`` this is the orthogonal projection onto the sphere's tangent space at ``x``.
+    """
+    return v - jnp.sum(x * v, axis=-1, keepdims=True) * x
+
+
+def _head_drift(x: jax.Array, Q: jax.Array, K: jax.Array, V: jax.Array) -> jax.Array:
+    """One head: ``x`` ``[n, d]``, ``Q, K, V`` ``[d, d]`` -> ``A`` ``[n, d]``."""
+    q = x @ Q.T  # [n, d], row i = Q x_i
+    k = x @ K.T  # [n, d], row j = K x_j
+    v = x @ V.T  # [n, d], row j = V x_j
+    weights = jax.nn.softmax(q @ k.T, axis=-1)  # [n, n], softmax over keys j
+    return weights @ v
+
+
+def attention_drift(
+    x: jax.Array, Q: jax.Array, K: jax.Array, V: jax.Array, *, sphere: bool = True
+) -> jax.Array:
+    """The self-attention drift: ``x`` ``[n, d]`` -> ``[n, d]``.
+
+    ``A_i = sum_j softmax_j(<Q x_i, K x_j>) V x_j`` with ``Q, K, V`` ``[d, d]``; with
+    ``[heads, d, d]`` the mean over heads of each head's drift. Projected onto the tangent
+    space at each ``x_i`` when ``sphere=True``.
+    """
+    if Q.ndim == 3:
+        drift = jnp.mean(jax.vmap(_head_drift, in_axes=(None, 0, 0, 0))(x, Q, K, V), axis=0)
+    else:
+        drift = _head_drift(x, Q, K, V)
+    return tangent_project(x, drift) if sphere else drift
+
+
+def drift_bound(V: jax.Array) -> jax.Array:
+    """Bound ``b`` on the unprojected attention drift per unit token norm.
+
+    ``V`` ``[d, d]`` -> ``||V||_2`` (the spectral norm); ``[heads, d, d]`` -> the mean over
+    heads of ``||V_h||_2``. Because the softmax weights are non-negative and sum to one,
+    ``|A_i| <= b max_j |x_j|`` (``= b`` on the sphere); the projection only shrinks it.
+    """
+    norms = jnp.linalg.norm(V, ord=2, axis=(-2, -1))
+    return jnp.mean(norms) if V.ndim == 3 else norms
+
+
+def _normalise(x: jax.Array) -> jax.Array:
+    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def simulate(
+    x0: jax.Array,
+    Q: jax.Array,
+    K: jax.Array,
+    V: jax.Array,
+    *,
+    control: Optional[Control] = None,
+    dt: float,
+    steps: int,
+    sphere: bool = True,
+    method: str = "rk4",
+) -> jax.Array:
+    """Integrate the controlled particle system from ``t = 0`` with a fixed step.
+
+    Args:
+      x0: ``[n, d]`` initial tokens (unit rows when ``sphere=True``; not renormalised here).
+      Q, K, V: ``[d, d]`` or ``[heads, d, d]`` (multi-head drift = mean over heads).
+      control: ``u(x [n, d], t scalar) -> [n, d]``, applied token-wise and added to the
+        attention drift before the tangent projection; ``None`` for no control.
+      dt: step size. steps: number of steps (static). sphere: particles on the sphere
+        (projected field, renormalised after every step) or in ``R^d``.
+      method: ``"rk4"`` (classical fourth order) or ``"euler"`` (static).
+
+    Returns:
+      The trajectory ``[steps + 1, n, d]``; entry ``k`` is the state at ``t = k dt`` and
+      entry ``0`` is ``x0``.
+    """
+    if method not in ("rk4", "euler"):
+        raise ValueError(f"method must be 'rk4' or 'euler', got {method!r}")
+
+    def field(x, t):
+        v = attention_drift(x, Q, K, V, sphere=False)
+        if control is not None:
+            v = v + control(x, t)
+        return tangent_project(x, v) if sphere else v
+
+    def step(carry, _):
+        x, t = carry
+        if method == "euler":
+            x_new = x + dt * field(x, t)
+        else:
+            k1 = field(x, t)
+            k2 = field(x + 0.5 * dt * k1, t + 0.5 * dt)
+            k3 = field(x + 0.5 * dt * k2, t + 0.5 * dt)
+            k4 = field(x + dt * k3, t + dt)
+            x_new = x + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        if sphere:
+            x_new = _normalise(x_new)
+        return (x_new, t + dt), x_new
+
+    x0 = jnp.asarray(x0)
+    t0 = jnp.zeros((), dtype=x0.dtype)
+    _, xs = lax.scan(step, (x0, t0), None, length=steps)
+    return jnp.concatenate([x0[None], xs], axis=0)
+
+
+def cluster_control(
+    targets: jax.Array, assignment: jax.Array, *, gain: float = 1.0, sphere: bool = True
+) -> Control:
+    """A control driving token ``i`` towards ``targets[assignment[i]]``.
+
+    ``targets`` ``[k, d]`` (unit rows on the sphere), ``assignment`` ``[n]`` ints in ``0..k-1``.
+    Returns ``u(x [n, d], t) = gain * (targets[assignment] - x)`` ``[n, d]``; each token's
+    control depends only on that token (and its fixed index), as a feed-forward layer's
+    does. ``sphere`` is accepted for symmetry: ``simulate`` projects the total field, and
+    ``P_x(y - x) = y - <x, y> x`` for unit ``x``. The analysis is that of
+    ``consensus_control``, token by token: once ``gain > b`` every token that starts with
+    angle below ``pi - arcsin(b / gain)`` from its target ends within angle
+    ``arcsin(b / gain)`` of it.
+    """
+    del sphere
+    goal = jnp.asarray(targets)[jnp.asarray(assignment)]  # [n, d]
+
+    def u(x, t):
+        del t
+        return gain * (goal - x)
+
+    return u
+
+
+def consensus_control(
+    target: Optional[jax.Array] = None, *, gain: float = 1.0, sphere: bool = True
+) -> Control:
+    """A feed-forward control driving every token towards one point: consensus.
+
+    ``u(x_i, t) = gain * (target - x_i)``, ``target`` ``[d]`` (default the first basis vector
+    ``e_1``; the dimension is read from ``x`` at call time), projected onto the tangent
+    space by ``simulate`` when on the sphere. Returns ``u(x [n, d], t) -> [n, d]``.
+
+    Why it works for any ``Q, K, V`` (``b = drift_bound(V)``, ``||V||_2`` for one head): the
+    softmax weights are a probability vector, so ``|A_i| <= b`` on the sphere whatever ``Q``
+    and ``K`` are. With ``c_i = <x_i, e>`` = ``cos(theta_i)`` and ``P_x(e - x) = e - c x``,
+
+        dc_i/dt = <A_i, e - c_i x_i> + gain (1 - c_i^2)
+               >= sin(theta_i) (gain sin(theta_i) - b),        since |e - c x| = sin(theta).
+
+    So for ``gain > b``, with ``alpha = arcsin(b / gain)``, ``theta_i`` strictly decreases
+    while ``alpha < theta_i < pi - alpha``; the cap ``theta <= alpha`` is forward invariant and
+    attracting, and every token starting outside the small antipodal cap
+    ``theta > pi - alpha`` (a generic start, for large gain) ends in it. Two tokens in the
+    cap are at angle ``<= 2 alpha``, so the final **diameter <= 2 sin(alpha) = 2 b / gain**:
+    consensus to any tolerance ``eps`` once ``gain > 2 b / eps``. The threshold is
+    ``gain = b = ||V||_2``: below it the bound gives nothing (attention can hold tokens
+    away from the target), above it the diameter bound ``2 b / gain`` falls like
+    ``1 / gain``. In ``R^d`` (``sphere=False``) the same reasoning on ``R = max_i |x_i - e|``
+    (with ``|x_j| <= 1 + R``) gives ``dR/dt <= b - (gain - b) R``: the same threshold
+    ``gain > b``, and ``R -> b / (gain - b)``, a diameter of at most ``2 b / (gain - b)``.
+    """
+    del sphere
+
+    def u(x, t):
+        del t
+        e = jnp.zeros(x.shape[-1], x.dtype).at[0].set(1.0) if target is None else target
+        return gain * (e - x)
+
+    return u
+
+
+# ---------------------------------------------------------------------------------- measures
+
+
+def _pairwise_distances(x: jax.Array) -> jax.Array:
+    diff = x[..., :, None, :] - x[..., None, :, :]
+    return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+
+
+def diameter(x: jax.Array) -> jax.Array:
+    """``max_{i,j} ||x_i - x_j||``: ``x`` ``[..., n, d]`` -> ``[...]``."""
+    return jnp.max(_pairwise_distances(jnp.asarray(x)), axis=(-2, -1))
+
+
+def mean_cosine(x: jax.Array) -> jax.Array:
+    """Mean cosine similarity over ordered pairs ``i != j``: ``[..., n, d]`` -> ``[...]``.
+
+    Needs ``n >= 2``; 1 at consensus.
+    """
+    x = jnp.asarray(x)
+    n = x.shape[-2]
+    u = x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+    gram = jnp.einsum("...id,...jd->...ij", u, u)
+    trace = jnp.trace(gram, axis1=-2, axis2=-1)
+    return (jnp.sum(gram, axis=(-2, -1)) - trace) / (n * (n - 1))
+
+
+def _components(dist: np.ndarray, tol: float) -> int:
+    n = dist.shape[0]
+    parent = list(range(n))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in zip(*np.nonzero(dist <= tol)):
+        ri, rj = find(int(i)), find(int(j))
+        if ri != rj:
+            parent[ri] = rj
+    return len({find(i) for i in range(n)})
+
+
+def n_clusters(x, tol: float) -> np.ndarray:
+    """Number of single-linkage clusters at ``tol``: ``[..., n, d]`` -> int array ``[...]``.
+
+    Tokens are linked when ``||x_i - x_j|| <= tol``; clusters are the connected components
+    of the links (host-side numpy; not jittable).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    diff = x[..., :, None, :] - x[..., None, :, :]
+    dist = np.sqrt(np.sum(diff * diff, axis=-1))
+    batch = dist.shape[:-2]
+    flat = dist.reshape((-1,) + dist.shape[-2:])
+    counts = np.array([_components(m, tol) for m in flat], dtype=np.int64)
+    return counts.reshape(batch)
+
+
+def distance_to(x: jax.Array, targets: jax.Array) -> jax.Array:
+    """``max_i ||x_i - target_i||``: ``x`` ``[..., n, d]``, ``targets`` ``[n, d]`` or ``[d]``.
+
+    Returns ``[...]`` (one value per configuration, e.g. ``[steps + 1]`` on a trajectory).
+    """
+    x = jnp.asarray(x)
+    return jnp.max(jnp.linalg.norm(x - jnp.asarray(targets), axis=-1), axis=-1)
