@@ -63,21 +63,27 @@ def _model_config(args, total_len: int) -> TransformerConfig:
     )
 
 
-def _print_fits(summary: dict) -> None:
-    print(f"\nalpha per layer (fit window and {summary['fits'][0].get('confidence', 0.95):.0%} bootstrap interval over pairs)")
-    print(f"{'layer':>5}  {'alpha':>6}  {'interval':>15}  {'R^2':>6}  {'window t':>12}  {'floor at t':>10}")
+def _fits_table(summary: dict) -> str:
+    """alpha per layer of a ``fit.json`` as a readable table."""
+    lines = [
+        f"\nalpha per layer (fit window and {summary['fits'][0].get('confidence', 0.95):.0%} bootstrap interval over pairs)",
+        f"{'layer':>5}  {'alpha':>6}  {'interval':>15}  {'R^2':>6}  {'window t':>12}  {'floor at t':>10}",
+    ]
     for layer, fit in enumerate(summary["fits"], start=1):
         if "error" in fit:
-            print(f"{layer:>5}  no fit: {fit['error']}")
+            lines.append(f"{layer:>5}  no fit: {fit['error']}")
             continue
         lo, hi = fit["ci"] if None not in fit["ci"] else (float("nan"), float("nan"))
         floor = "-" if fit["floor_t"] is None else str(fit["floor_t"])
         window = f"{fit['t_range'][0]}-{fit['t_range'][1]}"
-        print(f"{layer:>5}  {fit['alpha']:6.3f}  [{lo:6.3f}, {hi:6.3f}]  {fit['r2']:6.3f}  {window:>12}  {floor:>10}")
+        lines.append(f"{layer:>5}  {fit['alpha']:6.3f}  [{lo:6.3f}, {hi:6.3f}]  {fit['r2']:6.3f}  {window:>12}  {floor:>10}")
+    return "\n".join(lines)
 
 
-def _untrained_model_and_pairs(args):
-    """The model of the command line's model options at random init, and random-token pairs."""
+def _on_untrained_model(args, doing: str, job, report, files: str) -> int:
+    """The shared frame of `offsets` and `bound`: build the untrained model of the command line's
+    options and its random-token pairs, run ``job(model, pairs, meta) -> summary``, print
+    ``report(summary)`` and where the files went."""
     from flax import nnx  # deferred: `nohair --help` should not pay for importing JAX
 
     from nohair_jax.model import Transformer
@@ -85,42 +91,33 @@ def _untrained_model_and_pairs(args):
 
     cfg = _model_config(args, args.prompt_len + args.length)
     model = Transformer(cfg, rngs=nnx.Rngs(args.seed))
-    return model, random_prompt_pairs(args.pair_seed, args.pairs, args.prompt_len, args.length, cfg.vocab_size)
+    pairs = random_prompt_pairs(args.pair_seed, args.pairs, args.prompt_len, args.length, cfg.vocab_size)
+    start = time.perf_counter()
+    print(f"{doing} {args.pairs} pairs, P = {args.prompt_len}, T = {args.length}, {cfg.n_layers} layers, "
+          f"d_model {cfg.d_model}, {cfg.position} positions, {cfg.norm_placement}-LN", flush=True)
+    meta = dict(command=args.command, init_seed=args.seed, pair_seed=args.pair_seed, pairs="random tokens")
+    print(report(job(model, pairs, meta)))
+    print(f"\nwrote {args.out}/{files} in {time.perf_counter() - start:.1f} s")
+    return 0
 
 
 def cmd_offsets(args) -> int:
     from nohair_jax.measure import measure_model
 
-    model, pairs = _untrained_model_and_pairs(args)
-    cfg = model.config
-    start = time.perf_counter()
-    print(f"measuring {args.pairs} pairs, P = {args.prompt_len}, T = {args.length}, "
-          f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.position} positions", flush=True)
-    summary = measure_model(
-        model, pairs, args.out, float64=args.float64,
-        fit_kwargs=dict(t_min=args.fit_t_min, n_boot=args.n_boot),
-        meta=dict(command="offsets", init_seed=args.seed, pair_seed=args.pair_seed, pairs="random tokens"),
-    )
-    _print_fits(summary)
-    print(f"\nwrote {args.out}/offsets.npz, fit.json, offsets.png in {time.perf_counter() - start:.1f} s")
-    return 0
+    def job(model, pairs, meta):
+        fit_kwargs = dict(t_min=args.fit_t_min, n_boot=args.n_boot)
+        return measure_model(model, pairs, args.out, float64=args.float64, fit_kwargs=fit_kwargs, meta=meta)
+
+    return _on_untrained_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png")
 
 
 def cmd_bound(args) -> int:
     from nohair_jax.bound import check_bound, report
 
-    model, pairs = _untrained_model_and_pairs(args)
-    cfg = model.config
-    start = time.perf_counter()
-    print(f"checking the bound on {args.pairs} pairs, P = {args.prompt_len}, T = {args.length}, "
-          f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.norm_placement}-LN", flush=True)
-    summary = check_bound(
-        model, pairs, args.out, n_boot=args.n_boot,
-        meta=dict(command="bound", init_seed=args.seed, pair_seed=args.pair_seed, pairs="random tokens"),
-    )
-    print(report(summary))
-    print(f"\nwrote {args.out}/bound.npz, bound.json, bound.png in {time.perf_counter() - start:.1f} s")
-    return 0
+    def job(model, pairs, meta):
+        return check_bound(model, pairs, args.out, n_boot=args.n_boot, meta=meta)
+
+    return _on_untrained_model(args, "checking the bound on", job, report, "bound.npz, bound.json, bound.png")
 
 
 def cmd_train(args) -> int:

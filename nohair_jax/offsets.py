@@ -34,6 +34,11 @@ from tqdm.auto import tqdm
 from nohair_jax.fit import noise_floor_curve
 from nohair_jax.model import Transformer
 
+def continuation_positions(length: int) -> np.ndarray:
+    """Continuation positions t = 1..T as int [T] (the x axis of every offset curve)."""
+    return np.arange(1, length + 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class Offsets:
     """Offsets of ``n_pairs`` prompt pairs at continuation positions ``t = 1..T``.
@@ -55,7 +60,7 @@ class Offsets:
     @property
     def t(self) -> np.ndarray:
         """Continuation positions 1..T."""
-        return np.arange(1, self.l2.shape[-1] + 1)
+        return continuation_positions(self.l2.shape[-1])
 
 
 def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array):

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nohair_jax.model import Transformer
-from nohair_jax.offsets import check_pairs, map_pairs
+from nohair_jax.offsets import check_pairs, continuation_positions, map_pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +36,7 @@ class PathSplit:
 
     @property
     def t(self) -> np.ndarray:
-        return np.arange(1, self.total.shape[-1] + 1)
+        return continuation_positions(self.total.shape[-1])
 
 
 def pair_path_split(model: Transformer, prompts_a, prompts_b, continuations):
