@@ -32,8 +32,8 @@ PROFILES = {
 PARTS = ("total", "direct", "relay")
 
 
-def run(profile: str, out: Path, seed: int = 0) -> dict:
-    p = PROFILES[profile]
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+    p = dict(PROFILES[profile], **(settings or {}))
     model = untrained_model(p["depth"], d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
     pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
     split = direct_relay_split(model, *pairs, progress=True)

@@ -37,8 +37,8 @@ PROFILES = {
 RUNS = {"no_bias": None, "bias": 1.0}
 
 
-def run(profile: str, out: Path, seed: int = 0) -> dict:
-    p = PROFILES[profile]
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+    p = dict(PROFILES[profile], **(settings or {}))
     corpus = nh.stdlib_corpus()
     pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
     train_cfg = TrainConfig(steps=p["steps"], batch_size=p["batch_size"], context=p["context"], seed=seed,

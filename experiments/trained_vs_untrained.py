@@ -40,8 +40,10 @@ PROFILES = {
 PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
 
 
-def run(profile: str, out: Path, position: str = "rope", seeds: tuple[int, ...] | None = None) -> dict:
-    p = dict(PROFILES[profile], position=position)
+def run(
+    profile: str, out: Path, position: str = "rope", seeds: tuple[int, ...] | None = None, settings: dict | None = None
+) -> dict:
+    p = dict(PROFILES[profile], position=position, **(settings or {}))
     p["seeds"] = tuple(seeds or p["seeds"])
     corpus = nh.stdlib_corpus()
     pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])

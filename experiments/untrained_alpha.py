@@ -29,8 +29,8 @@ PROFILES = {
 }
 
 
-def run(profile: str, out: Path, seed: int = 0) -> dict:
-    p = PROFILES[profile]
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+    p = dict(PROFILES[profile], **(settings or {}))
     rows = []
     for depth in p["depths"]:
         model = untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)

@@ -42,6 +42,14 @@ def fit_layers(t: np.ndarray, l2: np.ndarray, floor: np.ndarray | None, **fit_kw
     return fits
 
 
+def fit_windows(fits: list[dict]) -> np.ndarray:
+    """int [L, 2]: the first and last t each layer's fit used (``t_range``); [0, 0] where it was refused.
+
+    Saved beside the offsets so that anyone can refit the raw curves on the same window.
+    """
+    return np.array([f.get("t_range", (0, 0)) for f in fits], dtype=np.int64).reshape(len(fits), 2)
+
+
 def measure_model(
     model: Transformer,
     pairs: PromptPairs,
@@ -55,7 +63,7 @@ def measure_model(
 ) -> dict:
     """Measure, fit, save and draw; returns the contents of ``fit.json``.
 
-    Writes into ``out_dir``: ``offsets.npz`` (t, l2, relative, kl, norm, floor, prompt_len),
+    Writes into ``out_dir``: ``offsets.npz`` (t, l2, relative, kl, norm, floor, prompt_len, fit_window),
     ``fit.json`` (model config, fit settings, ``meta``, one fit per layer, where the floor was)
     and ``offsets.png``. The noise floor is measured against float64 on ``floor_pairs`` pairs;
     a float64 run has no float32 floor and records none.
@@ -66,7 +74,8 @@ def measure_model(
     floor = None if float64 else measure_noise_floor(model, *pairs, n_pairs=floor_pairs, measured=off)
     fits = fit_layers(off.t, off.l2, floor, **fit_kwargs)
 
-    arrays = dict(t=off.t, l2=off.l2, relative=off.relative, kl=off.kl, norm=off.norm, prompt_len=off.prompt_len)
+    arrays = dict(t=off.t, l2=off.l2, relative=off.relative, kl=off.kl, norm=off.norm, prompt_len=off.prompt_len,
+                  fit_window=fit_windows(fits))
     if floor is not None:
         arrays["floor"] = floor
     save_npz(out_dir / "offsets.npz", **arrays)

@@ -41,7 +41,7 @@ from flax import nnx
 from tqdm.auto import tqdm
 
 from nohair_jax.data import Corpus
-from nohair_jax.measure import fit_layers
+from nohair_jax.measure import fit_layers, fit_windows
 from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.offsets import measure_noise_floor, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
@@ -409,7 +409,8 @@ def offsets_callback(
     ``measure.fit_layers(..., **fit_kwargs)``. It returns ``{"alpha": [L] floats (None where a
     layer's fit was refused), "offset_fits": [L] fit dicts}``, so alpha versus training step is in
     the history (``alpha_history`` reads it back). With ``save_dir`` the curves are kept too, as
-    ``save_dir/offsets_step<step>.npz`` (t, l2 [n_pairs, L+1, T], kl [n_pairs, T], floor [L+1, T]).
+    ``save_dir/offsets_step<step>.npz`` (t, l2 [n_pairs, L+1, T], kl [n_pairs, T], floor [L+1, T],
+    fit_window [L, 2] as in ``measure.fit_windows``).
     """
     fit_kwargs = dict(fit_kwargs or {})
 
@@ -419,7 +420,8 @@ def offsets_callback(
         fits = fit_layers(off.t, off.l2, floor, **fit_kwargs)
         if save_dir is not None:
             extra = {} if floor is None else {"floor": floor}
-            save_npz(Path(save_dir) / f"offsets_step{step}.npz", t=off.t, l2=off.l2, kl=off.kl, **extra)
+            save_npz(Path(save_dir) / f"offsets_step{step}.npz", t=off.t, l2=off.l2, kl=off.kl,
+                     fit_window=fit_windows(fits), **extra)
         return {"alpha": [fit.get("alpha") for fit in fits], "offset_fits": fits}
 
     return measure_offsets

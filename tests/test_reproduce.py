@@ -1,0 +1,121 @@
+"""`nohair reproduce` end to end at the tiny profile: every claim judged, every figure a real PNG,
+reruns reuse finished parts, a changed configuration or an interrupted part runs again."""
+
+import json
+
+import numpy as np
+import pytest
+from matplotlib import image
+
+from nohair_jax import reproduce as rep
+from nohair_jax.cli import main
+from nohair_jax.results import load_json
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _is_png(path) -> bool:
+    return path.read_bytes()[:8] == PNG_MAGIC and image.imread(path).size > 0
+
+
+def test_tiny_profile_end_to_end(tmp_path, capsys):
+    claims = rep.reproduce(tmp_path, profile="tiny")
+
+    saved = load_json(tmp_path / "claims.json")["claims"]
+    assert saved == json.loads(json.dumps(claims))
+    assert [c["id"] for c in saved] == [c.id for c in rep.CLAIMS]
+    for c in saved:
+        assert set(c) >= {"id", "claim", "paper_value", "measured", "interval", "verdict"}
+        assert c["verdict"] in rep.VERDICTS
+        assert c["verdict"] != rep.NOT_MEASURED or c["id"] not in {"bound_holds", "bound_tight"}, c
+
+    report = (tmp_path / "report.md").read_text()
+    page = (tmp_path / "report.html").read_text()
+    for c in saved:
+        assert c["claim"].replace("|", "\\|") in report
+    for part in rep.PARTS:
+        assert (tmp_path / part.name / "part.json").exists()
+        for figure in part.figures:
+            path = tmp_path / part.name / figure
+            assert _is_png(path), path
+            assert f"({part.name}/{figure})" in report
+            assert f"alt='{part.name}/{figure}'" in page
+    assert page.count("data:image/png;base64,") == sum(len(p.figures) for p in rep.PARTS)
+
+    # The claims read the parts' own numbers: the untrained interval is the deepest model's last layer.
+    last = load_json(tmp_path / "untrained_alpha" / "summary.json")["rows"][-1]["fits"][-1]
+    row = next(c for c in saved if c["id"] == "untrained_alpha")
+    assert row["interval"] == pytest.approx(last["ci"], abs=1e-3)
+
+    # Raw offsets of every measured model, refittable: t = 1..T, l2 [n_pairs, L+1, T], the fit window.
+    npz = sorted(tmp_path.glob("**/offsets*.npz"))
+    assert len(npz) >= 4
+    for path in npz:
+        with np.load(path) as data:
+            n, layers, length = data["l2"].shape
+            np.testing.assert_array_equal(data["t"], np.arange(1, length + 1))
+            assert data["fit_window"].shape == (layers - 1, 2)
+
+    # A rerun through the command line reuses every finished part and rewrites only the report.
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.glob("*/part.json")}
+    assert main(["reproduce", "--profile", "tiny", "--out", str(tmp_path)]) == 0
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.glob("*/part.json")} == before
+    out = capsys.readouterr()
+    assert out.out.count(": reused") == len(rep.PARTS)
+    for c in saved:
+        assert c["id"] in out.out
+
+
+def test_changed_configuration_reruns_from_an_empty_folder(tmp_path, monkeypatch):
+    rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
+    (tmp_path / "relay_model" / "stale.txt").write_text("from another configuration")
+    monkeypatch.setitem(rep.PLANS["tiny"], "relay_model", ("smoke", dict(t_max=1e5)))
+
+    rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
+    assert not (tmp_path / "relay_model" / "stale.txt").exists()
+    assert load_json(tmp_path / "relay_model" / "summary.json")["settings"]["t_max"] == 1e5
+    assert load_json(tmp_path / "relay_model" / "part.json")["config"] == rep.part_config("relay_model", "tiny")
+
+
+def test_interrupted_part_is_not_marked_finished_and_runs_again(tmp_path, monkeypatch):
+    experiment = rep._experiment("relay_model")
+    real_run = experiment.run
+
+    def interrupted(profile, out, **kwargs):
+        real_run(profile, out, **kwargs)
+        raise KeyboardInterrupt  # after the part's files, before reproduce marks it finished
+
+    monkeypatch.setattr(experiment, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
+    assert not (tmp_path / "relay_model" / "part.json").exists()
+    assert not (tmp_path / "report.md").exists()
+
+    monkeypatch.setattr(experiment, "run", real_run)
+    rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
+    assert (tmp_path / "relay_model" / "part.json").exists()
+    assert (tmp_path / "report.md").exists()
+
+
+def test_claims_without_their_parts_are_not_measured():
+    rows = rep.judge_claims({})
+    assert len(rows) == len(rep.CLAIMS)
+    assert {r["verdict"] for r in rows} == {rep.NOT_MEASURED}
+
+
+def test_every_part_has_a_plan_in_every_profile():
+    for profile, plan in rep.PLANS.items():
+        assert set(plan) == set(rep.PART_NAMES), profile
+        for name in rep.PART_NAMES:
+            rep.part_config(name, profile)  # the settings name real profile keys of the experiment
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    with pytest.raises(ValueError, match="nonsense"):
+        rep.reproduce(tmp_path, only=("nonsense",))
+    with pytest.raises(ValueError, match="'huge'"):
+        rep.reproduce(tmp_path, profile="huge")
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--only", "nonsense", "--out", str(tmp_path)])
+    assert "invalid choice: 'nonsense'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
