@@ -1,0 +1,514 @@
+"""Hugging Face checkpoints (GPT-2 and the Llama family) from a local folder, as a ``Transformer``.
+
+    model, tokenizer = load_checkpoint("path/to/folder")   # no network, ever
+    nh.prompt_pair_offsets(model, prompts_a, prompts_b, continuations)
+
+A folder holds ``config.json`` and its weights as ``model.safetensors``, or as shards listed in
+``model.safetensors.index.json``; ``tokenizer.json``, if there, is loaded with ``tokenizers``.
+The architecture is read from ``config.json``, the model's skeleton is built without allocating
+weights (``nnx.eval_shape``), every checkpoint tensor is mapped onto the skeleton through one table
+per architecture, and every problem (missing or unexpected tensors, shape mismatches) is collected
+from the files' headers before a single tensor is read, so one error lists them all.
+See ``docs/checkpoints.md`` for the key tables and what is not supported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes  # noqa: F401  registers bfloat16 with numpy, so safetensors' numpy reader can return it
+import numpy as np
+from flax import nnx
+
+from nohair_jax.data import encode as encode_bytes
+from nohair_jax.model import RopeScaling, Transformer, TransformerConfig
+from nohair_jax.pairs import PromptPairs
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+TOKENIZER_FILE = "tokenizer.json"
+FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
+# safetensors dtype names of the float tensors we read; quantised (int, float8) checkpoints are refused.
+SAFETENSORS_FLOATS = ("F64", "F32", "F16", "BF16")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that cannot be loaded: the message names the folder and every problem."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Key tables: checkpoint name (after the architecture's prefix) -> [(model state path, convert)].
+# ``{i}`` stands for the layer index. A convert turns the checkpoint tensor into the model's array
+# with numpy views (transpose, slice), so the shape checks can run it on zero-stride stand-ins.
+
+
+def _same(x):
+    return x
+
+
+def _transpose(x):
+    """torch ``Linear.weight`` [out, in] -> flax kernel [in, out]."""
+    return x.T
+
+
+def _third(i: int) -> Callable:
+    """GPT-2's fused ``c_attn`` [..., 3 D] -> its i-th part [..., D] (q, k, v in that order)."""
+
+    def part(x):
+        n = x.shape[-1] // 3
+        return x[..., i * n : (i + 1) * n]
+
+    return part
+
+
+# GPT-2's Conv1D weights are stored (in, out) already: no transposes.
+GPT2_KEYS: dict[str, tuple[tuple[str, Callable], ...]] = {
+    "wte.weight": (("embed.embedding", _same),),
+    "wpe.weight": (("pos_embed.embedding", _same),),
+    "h.{i}.ln_1.weight": (("blocks.{i}.attn_norm.scale", _same),),
+    "h.{i}.ln_1.bias": (("blocks.{i}.attn_norm.bias", _same),),
+    "h.{i}.attn.c_attn.weight": tuple((f"blocks.{{i}}.attn.{n}.kernel", _third(j)) for j, n in enumerate("qkv")),
+    "h.{i}.attn.c_attn.bias": tuple((f"blocks.{{i}}.attn.{n}.bias", _third(j)) for j, n in enumerate("qkv")),
+    "h.{i}.attn.c_proj.weight": (("blocks.{i}.attn.o.kernel", _same),),
+    "h.{i}.attn.c_proj.bias": (("blocks.{i}.attn.o.bias", _same),),
+    "h.{i}.ln_2.weight": (("blocks.{i}.mlp_norm.scale", _same),),
+    "h.{i}.ln_2.bias": (("blocks.{i}.mlp_norm.bias", _same),),
+    "h.{i}.mlp.c_fc.weight": (("blocks.{i}.mlp.up.kernel", _same),),
+    "h.{i}.mlp.c_fc.bias": (("blocks.{i}.mlp.up.bias", _same),),
+    "h.{i}.mlp.c_proj.weight": (("blocks.{i}.mlp.down.kernel", _same),),
+    "h.{i}.mlp.c_proj.bias": (("blocks.{i}.mlp.down.bias", _same),),
+    "ln_f.weight": (("final_norm.scale", _same),),
+    "ln_f.bias": (("final_norm.bias", _same),),
+    "lm_head.weight": (("lm_head.kernel", _transpose),),
+}
+
+LLAMA_KEYS: dict[str, tuple[tuple[str, Callable], ...]] = {
+    "embed_tokens.weight": (("embed.embedding", _same),),
+    "layers.{i}.input_layernorm.weight": (("blocks.{i}.attn_norm.scale", _same),),
+    "layers.{i}.post_attention_layernorm.weight": (("blocks.{i}.mlp_norm.scale", _same),),
+    **{
+        f"layers.{{i}}.self_attn.{n}_proj.{kind}": ((f"blocks.{{i}}.attn.{n}.{target}", convert),)
+        for n in "qkvo"
+        for kind, target, convert in (("weight", "kernel", _transpose), ("bias", "bias", _same))
+    },
+    **{
+        f"layers.{{i}}.mlp.{n}_proj.{kind}": ((f"blocks.{{i}}.mlp.{n}.{target}", convert),)
+        for n in ("gate", "up", "down")
+        for kind, target, convert in (("weight", "kernel", _transpose), ("bias", "bias", _same))
+    },
+    "norm.weight": (("final_norm.scale", _same),),
+    "lm_head.weight": (("lm_head.kernel", _transpose),),
+}
+
+
+def _expand(table: dict, n_layers: int) -> dict[str, tuple[tuple[str, Callable], ...]]:
+    """A key table with ``{i}`` written out for layers 0 .. n_layers - 1."""
+    out = {}
+    for key, targets in table.items():
+        for i in range(n_layers) if "{i}" in key else (None,):
+            out[key.format(i=i)] = tuple((path.format(i=i), convert) for path, convert in targets)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs: Hugging Face config.json (a dict) -> TransformerConfig, refusing what we do not compute.
+
+
+def _get(settings: dict, key: str):
+    """settings[key], or CheckpointError naming the key (config.json lacks a setting we need)."""
+    if settings.get(key) is None:
+        raise CheckpointError(f"{CONFIG_FILE} has no {key!r}")
+    return settings[key]
+
+
+def _refuse(*checks: tuple[bool, str]) -> None:
+    """CheckpointError naming every setting whose check is true (settings we do not compute)."""
+    problems = [message for bad, message in checks if bad]
+    if problems:
+        raise CheckpointError(f"unsupported settings in {CONFIG_FILE}: " + "; ".join(problems))
+
+
+GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def _gpt2_limit(hf: dict) -> tuple[int, str]:
+    return _get(hf, "n_positions"), "its learned position table (n_positions)"
+
+
+def _gpt2_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    activation = hf.get("activation_function", "gelu_new")
+    _refuse(
+        (activation not in GPT2_ACTIVATIONS, f"activation_function={activation!r} (supported: {sorted(GPT2_ACTIVATIONS)})"),
+        (bool(hf.get("scale_attn_by_inverse_layer_idx")), "scale_attn_by_inverse_layer_idx=true"),
+        (not hf.get("scale_attn_weights", True), "scale_attn_weights=false"),
+        (bool(hf.get("add_cross_attention")), "add_cross_attention=true"),
+    )
+    return TransformerConfig(
+        vocab_size=_get(hf, "vocab_size"), d_model=_get(hf, "n_embd"), n_heads=_get(hf, "n_head"),
+        n_layers=_get(hf, "n_layer"), d_mlp=hf.get("n_inner"), mlp=GPT2_ACTIVATIONS[activation], norm="layernorm",
+        norm_eps=hf.get("layer_norm_epsilon", 1e-5), position="learned", max_len=max_len,
+        tied_embeddings=hf.get("tie_word_embeddings", True), bias=True, dtype=dtype,
+    )
+
+
+def _rope_params(hf: dict) -> dict:
+    """RoPE settings in one dict, from either layout: transformers >= 5 writes ``rope_parameters``
+    (theta inside), older configs a top-level ``rope_theta`` and ``rope_scaling`` (``type`` for
+    ``rope_type``)."""
+    params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    params.setdefault("rope_theta", hf.get("rope_theta", 10000.0))
+    params.setdefault("rope_type", params.get("type", "default"))
+    params.setdefault("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0))
+    return params
+
+
+def _rope_checks(hf: dict) -> tuple[tuple[bool, str], ...]:
+    params = _rope_params(hf)
+    kind, partial = params["rope_type"], params["partial_rotary_factor"]
+    return (
+        (kind not in ("default", "linear", "llama3"), f"rope type {kind!r} (supported: default, linear, llama3)"),
+        (partial != 1.0, f"partial_rotary_factor={partial}"),
+        (any(isinstance(v, dict) for v in params.values()), "RoPE settings per layer type"),
+    )
+
+
+def _rope(hf: dict) -> tuple[float, RopeScaling | None]:
+    """(rope_theta, scaling) of a config that passed ``_rope_checks``."""
+    params = _rope_params(hf)
+    theta, kind = params["rope_theta"], params["rope_type"]
+    if kind == "default":
+        return theta, None
+    if kind == "linear":
+        return theta, RopeScaling("linear", _get(params, "factor"))
+    return theta, RopeScaling(
+        "llama3", _get(params, "factor"), _get(params, "low_freq_factor"), _get(params, "high_freq_factor"),
+        params.get("original_max_position_embeddings", _get(hf, "max_position_embeddings")),
+    )
+
+
+def _sliding_window(hf: dict) -> int | None:
+    """The attention window if any layer uses one (Mistral: ``sliding_window``; Qwen2: only with
+    ``use_sliding_window``, on the layers ``layer_types`` marks), else None."""
+    if hf.get("layer_types"):
+        active = "sliding_attention" in hf["layer_types"]
+    else:
+        active = hf.get("use_sliding_window", True)
+    return hf.get("sliding_window") if active else None
+
+
+def _llama_limit(hf: dict) -> tuple[int, str]:
+    limit = _get(hf, "max_position_embeddings")
+    window = _sliding_window(hf)
+    if window is not None and window < limit:
+        return window, f"its sliding attention window of {window} tokens, which this project does not compute"
+    return limit, "its context (max_position_embeddings)"
+
+
+def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    d_model, n_heads = _get(hf, "hidden_size"), _get(hf, "num_attention_heads")
+    head_dim = hf.get("head_dim") or d_model // n_heads
+    if hf["model_type"] == "qwen2":  # biases on q, k, v only
+        bias, qkv_bias = False, True
+    else:  # Llama's attention_bias covers q, k, v and o; mlp_bias the three MLP projections
+        bias, qkv_bias = bool(hf.get("attention_bias")), None
+    activation = hf.get("hidden_act", "silu")
+    _refuse(
+        (activation != "silu", f"hidden_act={activation!r} (supported: 'silu')"),
+        (head_dim * n_heads != d_model, f"head_dim={head_dim} is not hidden_size / num_attention_heads"),
+        (
+            hf["model_type"] == "llama" and bool(hf.get("mlp_bias")) != bias,
+            f"attention_bias={hf.get('attention_bias')} with mlp_bias={hf.get('mlp_bias')} (they must agree)",
+        ),
+        *_rope_checks(hf),
+    )
+    theta, scaling = _rope(hf)
+    return TransformerConfig(
+        vocab_size=_get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
+        n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=_get(hf, "num_hidden_layers"),
+        d_mlp=_get(hf, "intermediate_size"), mlp="swiglu", norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6),
+        position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
+        tied_embeddings=hf.get("tie_word_embeddings", False), bias=bias, qkv_bias=qkv_bias, dtype=dtype,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """How one Hugging Face ``model_type`` maps onto ``Transformer``.
+
+    limit: hf config -> (longest sequence the model computes exactly, why).
+    config: (hf config, dtype, max_len) -> TransformerConfig.
+    keys: the key table (checkpoint names without ``prefix``).
+    ignored: checkpoint names that are not weights: attention-mask buffers, cached rotary
+      frequencies, and the output embedding of a tied model (a copy of the input embedding).
+    prefix: what a ``*ForCausalLM`` puts before the base model's names (``lm_head`` has none).
+    """
+
+    limit: Callable[[dict], tuple[int, str]]
+    config: Callable[[dict, str, int], TransformerConfig]
+    keys: dict
+    ignored: str
+    prefix: str
+
+
+GPT2 = Architecture(
+    _gpt2_limit, _gpt2_config, GPT2_KEYS, ignored=r"h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight", prefix="transformer."
+)
+LLAMA = Architecture(
+    _llama_limit, _llama_config, LLAMA_KEYS,
+    ignored=r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|lm_head\.weight", prefix="model.",
+)
+ARCHITECTURES = {"gpt2": GPT2, "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA}
+
+
+# ---------------------------------------------------------------------------------------------
+# Files.
+
+
+def read_config(folder: str | Path) -> dict:
+    """The folder's ``config.json`` as a dict; CheckpointError if the folder or the file is missing."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint folder {str(folder)!r} does not exist")
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint folder {str(folder)!r} has no {CONFIG_FILE}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path} is not valid JSON: {err}") from None
+
+
+def architecture(hf: dict) -> Architecture:
+    """The ``Architecture`` of a config's ``model_type``; CheckpointError naming it if unsupported."""
+    kind = hf.get("model_type")
+    if kind not in ARCHITECTURES:
+        names = ", ".join(hf.get("architectures") or [])
+        raise CheckpointError(
+            f"model_type {kind!r}{f' ({names})' if names else ''} is not supported; "
+            f"supported: {', '.join(sorted(ARCHITECTURES))}"
+        )
+    return ARCHITECTURES[kind]
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The safetensors files of a folder: the shards its index lists, or ``model.safetensors``."""
+    index = folder / INDEX_FILE
+    if index.is_file():
+        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        missing = [n for n in names if not (folder / n).is_file()]
+        if missing:
+            raise CheckpointError(f"{index} lists shards that are not in the folder: {', '.join(missing)}")
+        return [folder / n for n in names]
+    if (folder / WEIGHTS_FILE).is_file():
+        return [folder / WEIGHTS_FILE]
+    other = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.pt*"))
+    hint = f" (found {', '.join(other)}: only safetensors weights are read)" if other else ""
+    raise CheckpointError(f"checkpoint folder {str(folder)!r} has no weights: neither {WEIGHTS_FILE} nor {INDEX_FILE}{hint}")
+
+
+def _safetensors():
+    try:
+        import safetensors
+    except ImportError:
+        raise ImportError("reading checkpoints needs safetensors: pip install 'nohair-jax[hf]'") from None
+    return safetensors
+
+
+def tensor_headers(files: list[Path]) -> dict[str, tuple[Path, tuple[int, ...], str]]:
+    """name -> (file, shape, safetensors dtype) of every tensor, read from the headers only."""
+    headers = {}
+    for path in files:
+        with _safetensors().safe_open(path, framework="np") as f:
+            for name in f.keys():
+                if name in headers:
+                    raise CheckpointError(f"tensor {name} is in both {headers[name][0].name} and {path.name}")
+                piece = f.get_slice(name)
+                headers[name] = (path, tuple(piece.get_shape()), piece.get_dtype())
+    return headers
+
+
+def load_tokenizer(folder: str | Path):
+    """The folder's ``tokenizer.json`` as a ``tokenizers.Tokenizer``, or None if it has none."""
+    path = Path(folder) / TOKENIZER_FILE
+    if not path.is_file():
+        return None
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise ImportError("reading tokenizer.json needs tokenizers: pip install 'nohair-jax[hf]'") from None
+    return Tokenizer.from_file(str(path))
+
+
+def tokenize(tokenizer, text: str, *, special_tokens: bool = False) -> np.ndarray:
+    """Token ids int32 [n] of ``text``: the tokenizer's, or UTF-8 bytes when ``tokenizer`` is None.
+
+    ``special_tokens`` adds what the tokenizer puts around a sequence (Llama's BOS): right for a
+    prompt, which starts the sequence, wrong for a continuation, which follows it.
+    """
+    if tokenizer is None:
+        return encode_bytes(text)
+    return np.asarray(tokenizer.encode(text, add_special_tokens=special_tokens).ids, dtype=np.int32)
+
+
+def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str], continuation: str) -> PromptPairs:
+    """Text prompt pairs and one shared continuation as token ids (``tokenize``; prompts get the
+    tokenizer's special tokens, the continuation none).
+
+    Returns PromptPairs [n, Pa], [n, Pb], [n, T]. Every prompt a must come to the same number of
+    tokens, and every prompt b (pairs are measured as one batch).
+    """
+    if len(prompts_a) != len(prompts_b) or not prompts_a:
+        raise ValueError(f"give as many prompts b as prompts a (at least one), got {len(prompts_a)} and {len(prompts_b)}")
+    sides = []
+    for side, texts in (("a", prompts_a), ("b", prompts_b)):
+        ids = [tokenize(tokenizer, text, special_tokens=True) for text in texts]
+        if len({len(x) for x in ids}) > 1:
+            lengths = [len(x) for x in ids]
+            raise ValueError(f"prompts {side} come to different numbers of tokens, {lengths}; pairs need equal lengths")
+        sides.append(np.stack(ids))
+    c = tokenize(tokenizer, continuation)
+    return PromptPairs(sides[0], sides[1], np.ascontiguousarray(np.broadcast_to(c, (len(prompts_a), c.size))))
+
+
+# ---------------------------------------------------------------------------------------------
+# Mapping and loading.
+
+
+def _dotted(path: tuple) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def _converted_shape(convert: Callable, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape ``convert`` gives a tensor of ``shape``, from a zero-stride stand-in (no memory)."""
+    return convert(np.broadcast_to(np.zeros((), np.int8), shape)).shape
+
+
+def _plan(arch: Architecture, n_layers: int, headers: dict, shapes: dict[str, tuple]) -> tuple[dict, list[str]]:
+    """Match the checkpoint's tensors to the model's state.
+
+    Args:
+      headers: checkpoint name -> (file, shape, dtype), from ``tensor_headers``.
+      shapes: model state path (dotted) -> shape.
+
+    Returns:
+      (plan, problems): plan maps each checkpoint name to read onto [(state path, convert)];
+      problems lists every missing or unexpected tensor, shape mismatch and non-float tensor.
+    """
+    # A table entry is expected when the model has all its targets: biases, lm_head, pos_embed exist
+    # in the skeleton exactly when the config says so.
+    table = {k: v for k, v in _expand(arch.keys, n_layers).items() if all(p in shapes for p, _ in v)}
+    stripped = {name.removeprefix(arch.prefix): name for name in headers}
+    # Name missing tensors as this checkpoint would (``lm_head`` is never prefixed).
+    prefix = arch.prefix if any(n.startswith(arch.prefix) for n in headers) else ""
+    missing = [("" if k.startswith("lm_head.") else prefix) + k for k in table if k not in stripped]
+    unexpected = [n for k, n in stripped.items() if k not in table and not re.fullmatch(arch.ignored, k)]
+    covered = {p for targets in table.values() for p, _ in targets}
+    missing += [f"(a tensor for the model's {p})" for p in shapes if p not in covered]
+    mismatched, not_float, plan = [], [], {}
+    for key, targets in table.items():
+        if key not in stripped:
+            continue
+        name = stripped[key]
+        _, shape, dtype = headers[name]
+        if dtype not in SAFETENSORS_FLOATS:
+            not_float.append(f"{name} ({dtype})")
+        for path, convert in targets:
+            got = _converted_shape(convert, shape)
+            if got != tuple(shapes[path]):
+                mismatched.append(f"{name} {list(shape)} gives {path} {list(got)}, expected {list(shapes[path])}")
+        plan[name] = targets
+
+    problems = [
+        f"{label} ({len(items)}): {', '.join(items)}"
+        for label, items in (
+            ("missing tensors", missing),
+            ("unexpected tensors", unexpected),
+            ("shape mismatches", mismatched),
+            (f"tensors not in {'/'.join(SAFETENSORS_FLOATS)} (quantised checkpoints are not supported)", not_float),
+        )
+        if items
+    ]
+    return plan, problems
+
+
+def _read(plan: dict, headers: dict, dtype) -> dict[str, jax.Array]:
+    """Read every planned tensor once, file by file, convert it and cast it to ``dtype`` on the
+    host (one copy to the device per array): state path -> array."""
+    arrays = {}
+    for path in sorted({headers[name][0] for name in plan}):
+        with _safetensors().safe_open(path, framework="np") as f:
+            for name in (n for n in plan if headers[n][0] == path):
+                tensor = f.get_tensor(name)
+                for target, convert in plan[name]:
+                    arrays[target] = jnp.asarray(convert(tensor).astype(dtype, copy=False))
+    return arrays
+
+
+def _dtype(hf: dict, dtype: str | None) -> str:
+    """The parameter dtype: the one asked for, else the config's (``dtype`` or ``torch_dtype``), else float32."""
+    chosen = dtype or hf.get("dtype") or hf.get("torch_dtype") or "float32"
+    if chosen not in FLOAT_DTYPES:
+        raise CheckpointError(f"dtype {chosen!r} is not one of {FLOAT_DTYPES}")
+    return chosen
+
+
+def _config(folder: Path, dtype: str | None, seq_len: int | None) -> tuple[TransformerConfig, Architecture]:
+    """The model's config and architecture, from ``config.json`` alone; ``seq_len`` checked."""
+    hf = read_config(folder)
+    arch = architecture(hf)
+    limit, why = arch.limit(hf)
+    if seq_len is not None and seq_len > limit:
+        raise CheckpointError(f"{seq_len} tokens asked, but {folder} computes at most {limit}: {why}")
+    try:
+        return arch.config(hf, _dtype(hf, dtype), limit), arch
+    except CheckpointError:
+        raise
+    except ValueError as err:  # TransformerConfig's and RopeScaling's own checks
+        raise CheckpointError(f"{folder / CONFIG_FILE}: {err}") from None
+
+
+def load_checkpoint(folder: str | Path, *, dtype: str | None = None, seq_len: int | None = None):
+    """Load a local Hugging Face checkpoint folder as this project's ``Transformer``.
+
+    Args:
+      folder: holds ``config.json`` and ``model.safetensors`` (or shards with
+        ``model.safetensors.index.json``); ``tokenizer.json`` is optional. Nothing is downloaded.
+      dtype: parameter dtype, one of float32, bfloat16, float16, float64; default: the config's
+        ``dtype`` / ``torch_dtype``, else float32. Weights are converted once, on reading.
+      seq_len: the longest sequence (prompt plus continuation) you mean to run: CheckpointError,
+        before any weight is read, if the model cannot compute it exactly.
+
+    Returns:
+      (model, tokenizer): a ``Transformer`` whose ``hidden[l]`` are the checkpoint's residual streams
+      (``hidden[L]`` before the final norm), and the ``tokenizers.Tokenizer`` or None. Its
+      ``config.max_len`` is the longest sequence it computes exactly: the learned position table
+      (GPT-2), the context (``max_position_embeddings``), or a sliding attention window where that
+      is shorter (Mistral); RoPE models run past it unchecked, as the untrained ones do.
+
+    Raises:
+      CheckpointError (a ValueError): folder, config or weights missing, an unsupported
+      architecture or setting, or weights that do not fit the config (all problems in one message).
+    """
+    folder = Path(folder)
+    cfg, arch = _config(folder, dtype, seq_len)
+    abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+    graphdef, state = nnx.split(abstract)
+    flat = nnx.to_flat_state(state)
+    shapes = {_dotted(path): var.get_value().shape for path, var in flat}
+
+    headers = tensor_headers(weight_files(folder))
+    plan, problems = _plan(arch, cfg.n_layers, headers, shapes)
+    if problems:
+        summary = f"{cfg.n_layers} layers, d_model {cfg.d_model}, vocabulary {cfg.vocab_size}"
+        raise CheckpointError(f"the weights in {folder} do not fit its config ({summary}):\n  " + "\n  ".join(problems))
+
+    arrays = _read(plan, headers, jnp.dtype(cfg.dtype))
+    state = nnx.from_flat_state([(path, var.replace(arrays[_dotted(path)])) for path, var in flat])
+    return nnx.merge(graphdef, state), load_tokenizer(folder)

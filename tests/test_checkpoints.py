@@ -1,0 +1,325 @@
+"""Checkpoint import (``nohair_jax.checkpoints``) against the reference, Hugging Face transformers.
+
+Tiny random models of each supported family are built with transformers, every parameter
+(biases and norm scales included, which transformers initialises to constants) is perturbed so
+that a wrong mapping shows, saved with ``save_pretrained`` and loaded back with the project. Every
+layer's hidden state and the logits are compared with transformers' own forward pass in float32.
+Relative error here is ``max |ours - theirs| / max |theirs|`` over one layer (or the logits).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from flax import nnx  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
+
+import nohair_jax as nh  # noqa: E402
+from nohair_jax.checkpoints import load_tokenizer, tokenize, tokenized_prompt_pairs  # noqa: E402
+from nohair_jax.cli import main  # noqa: E402
+from nohair_jax.model import RopeScaling, rope_tables  # noqa: E402
+
+TOLERANCE = 1e-4
+LLAMA_SIZES = dict(vocab_size=101, hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=3)
+# Kept below 64 / 4 = 16, divided above 64 / 1, interpolated between: with head_dim 8 and theta 500
+# the wavelengths are 6, 30, 140 and 661, so all three branches act.
+LLAMA3_ROPE = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                   original_max_position_embeddings=64)
+GPT2_SIZES = dict(vocab_size=300, n_embd=24, n_layer=3, n_head=3, n_positions=64, bos_token_id=0, eos_token_id=0)
+
+# name -> (model class, config): 3 layers, 3 heads of dimension 8, odd vocabularies. (transformers'
+# configs edit the rope dicts they are given: each gets its own copy.)
+MODELS = {
+    "gpt2": ("GPT2LMHeadModel", transformers.GPT2Config(**GPT2_SIZES)),
+    "gpt2_untied": ("GPT2LMHeadModel", transformers.GPT2Config(**GPT2_SIZES, tie_word_embeddings=False)),
+    "llama_gqa": ("LlamaForCausalLM", transformers.LlamaConfig(**LLAMA_SIZES, num_key_value_heads=1)),
+    "llama3_rope_tied": ("LlamaForCausalLM", transformers.LlamaConfig(
+        **LLAMA_SIZES, num_key_value_heads=3, tie_word_embeddings=True, rope_scaling=dict(LLAMA3_ROPE), rope_theta=500.0)),
+    "llama_linear_bias": ("LlamaForCausalLM", transformers.LlamaConfig(
+        **LLAMA_SIZES, num_key_value_heads=1, attention_bias=True, mlp_bias=True,
+        rope_scaling=dict(rope_type="linear", factor=4.0))),
+    "qwen2": ("Qwen2ForCausalLM", transformers.Qwen2Config(**LLAMA_SIZES, num_key_value_heads=1, tie_word_embeddings=True)),
+    "mistral": ("MistralForCausalLM", transformers.MistralConfig(**LLAMA_SIZES, num_key_value_heads=1, sliding_window=None)),
+}
+
+
+def _build(name: str):
+    cls, config = MODELS[name]
+    torch.manual_seed(0)
+    model = getattr(transformers, cls)(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """name -> (transformers model, folder it was saved to), built once per module."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            model = _build(name)
+            folder = tmp_path_factory.mktemp(name)
+            model.save_pretrained(folder)
+            cache[name] = (model, folder)
+        return cache[name]
+
+    return get
+
+
+def _last_block(model):
+    return model.transformer.h[-1] if hasattr(model, "transformer") else model.model.layers[-1]
+
+
+def _reference(model, tokens: np.ndarray):
+    """transformers' forward pass: (hidden [L+1, B, T, D] with hidden[L] before the final norm,
+    hidden[L] after it, logits), as numpy. Its own ``hidden_states[L]`` has the final norm
+    applied, so the last block's output is caught with a hook."""
+    caught = {}
+    hook = _last_block(model).register_forward_hook(lambda m, i, o: caught.setdefault("h", o[0] if isinstance(o, tuple) else o))
+    with torch.no_grad():
+        out = model(torch.as_tensor(tokens), output_hidden_states=True)
+    hook.remove()
+    hidden = [h.numpy() for h in out.hidden_states[:-1]] + [caught["h"].numpy()]
+    return np.stack(hidden), out.hidden_states[-1].numpy(), out.logits.numpy()
+
+
+def _rel(ours, theirs) -> float:
+    return float(np.max(np.abs(np.asarray(ours, np.float64) - theirs)) / np.max(np.abs(theirs)))
+
+
+def _errors(model, hf, tokens) -> dict[str, float]:
+    """Relative error of every hidden state, the final-normed last state and the logits."""
+    hidden, normed, logits = _reference(hf, tokens)
+    out = model(jnp.asarray(tokens, jnp.int32))
+    errors = {f"hidden[{l}]": _rel(out.hidden[l], hidden[l]) for l in range(hidden.shape[0])}
+    errors["final norm"] = _rel(model.final_norm(out.hidden[-1])[0], normed)
+    errors["logits"] = _rel(out.logits, logits)
+    return errors
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_hidden_states_and_logits_match_transformers(saved, name):
+    hf, folder = saved(name)
+    model, tokenizer = nh.load_checkpoint(folder)
+    assert tokenizer is None and model.config.dtype == "float32"
+    tokens = np.random.default_rng(0).integers(0, hf.config.vocab_size, (2, 40))
+    errors = _errors(model, hf, tokens)
+    print(name, "max relative error", f"{max(errors.values()):.2e}")
+    assert max(errors.values()) < TOLERANCE, errors
+
+
+def test_config_mapping(saved):
+    assert nh.load_checkpoint(saved("llama3_rope_tied")[1])[0].config.rope_scaling == RopeScaling("llama3", 8.0, 1.0, 4.0, 64)
+    cfg = nh.load_checkpoint(saved("qwen2")[1])[0].config
+    assert (cfg.bias, cfg.qkv_bias, cfg.kv_heads, cfg.tied_embeddings) == (False, True, 1, True)
+    cfg = nh.load_checkpoint(saved("gpt2")[1])[0].config
+    assert (cfg.mlp, cfg.position, cfg.max_len, cfg.norm_eps) == ("gelu_tanh", "learned", 64, 1e-5)
+
+
+@pytest.mark.parametrize("rope", [LLAMA3_ROPE, dict(rope_type="linear", factor=4.0)])
+def test_rope_scaling_frequencies_match_transformers(rope):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = transformers.LlamaConfig(**LLAMA_SIZES, head_dim=32, rope_scaling=dict(rope))  # it edits the dict
+    theirs, _ = ROPE_INIT_FUNCTIONS[rope["rope_type"]](config, "cpu")
+    scaling = RopeScaling(rope["rope_type"], rope["factor"], **(
+        dict(low_freq_factor=1.0, high_freq_factor=4.0, original_max_len=64) if rope["rope_type"] == "llama3" else {}))
+    cos, sin = rope_tables(2, 32, 10000.0, jnp.float32, scaling)
+    np.testing.assert_allclose(np.arctan2(sin[1, :16], cos[1, :16]), theirs.numpy(), rtol=1e-6)
+
+
+def test_rope_scaling_config_round_trips_and_is_checked():
+    cfg = nh.TransformerConfig(position="rope", rope_scaling=RopeScaling("llama3", 8.0, original_max_len=64))
+    assert nh.TransformerConfig(**json.loads(json.dumps(cfg.to_dict()))) == cfg
+    with pytest.raises(ValueError, match="'yarn' is not one of"):
+        RopeScaling("yarn", 2.0)
+    with pytest.raises(ValueError, match="high_freq_factor > low_freq_factor"):
+        RopeScaling("llama3", 8.0, low_freq_factor=4.0, high_freq_factor=1.0)
+
+
+def test_older_config_layout(saved, tmp_path):
+    """transformers < 5 wrote rope_theta and rope_scaling ("type") at the top level, and torch_dtype."""
+    folder = tmp_path / "old"
+    shutil.copytree(saved("llama_gqa")[1], folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["rope_parameters"], config["dtype"]
+    config.update(rope_theta=5e5, rope_scaling={"type": "linear", "factor": 2.0}, torch_dtype="bfloat16")
+    (folder / "config.json").write_text(json.dumps(config))
+    cfg = nh.load_checkpoint(folder)[0].config
+    assert (cfg.rope_theta, cfg.rope_scaling, cfg.dtype) == (5e5, RopeScaling("linear", 2.0), "bfloat16")
+
+
+def test_offsets_equal_offsets_from_transformers_hidden_states(saved):
+    hf, folder = saved("llama_gqa")
+    model, _ = nh.load_checkpoint(folder)
+    a, b, c = nh.random_prompt_pairs(3, 3, 5, 20, hf.config.vocab_size)
+    off = nh.prompt_pair_offsets(model, a, b, c)
+    ha, _, la = _reference(hf, np.concatenate([a, c], 1))
+    hb, _, lb = _reference(hf, np.concatenate([b, c], 1))
+    l2 = np.linalg.norm(ha[:, :, 5:] - hb[:, :, 5:], axis=-1).transpose(1, 0, 2)  # [n, L+1, T]
+    assert off.l2[:, 0].max() == 0
+    for layer in range(1, l2.shape[1]):
+        assert _rel(off.l2[:, layer], l2[:, layer]) < TOLERANCE
+    logp_a = torch.log_softmax(torch.as_tensor(la[:, 5:], dtype=torch.float64), -1)
+    logp_b = torch.log_softmax(torch.as_tensor(lb[:, 5:], dtype=torch.float64), -1)
+    kl = (logp_a.exp() * (logp_a - logp_b)).sum(-1).numpy()
+    np.testing.assert_allclose(off.kl, kl, rtol=1e-3, atol=1e-6)
+
+
+def _params(folder):
+    return nnx.to_pure_dict(nnx.state(nh.load_checkpoint(folder)[0]))
+
+
+def test_base_model_without_prefix_loads_the_same_weights(saved, tmp_path):
+    hf, folder = saved("gpt2")
+    hf.transformer.save_pretrained(tmp_path)  # a GPT2Model: names without "transformer."
+    jax.tree.map(np.testing.assert_array_equal, _params(folder), _params(tmp_path))
+
+
+def test_sharded_checkpoint_loads_the_same_model(saved, tmp_path):
+    hf, folder = saved("gpt2")
+    hf.save_pretrained(tmp_path, max_shard_size="20KB")
+    shards = set(json.loads((tmp_path / "model.safetensors.index.json").read_text())["weight_map"].values())
+    assert len(shards) > 2 and not (tmp_path / "model.safetensors").exists()
+    jax.tree.map(np.testing.assert_array_equal, _params(folder), _params(tmp_path))
+
+
+def test_bfloat16_checkpoint_keeps_its_dtype_or_converts_on_request(tmp_path):
+    bf16 = _build("llama_gqa").to(torch.bfloat16)
+    bf16.save_pretrained(tmp_path)
+    weight = bf16.model.layers[0].self_attn.q_proj.weight.detach().float().numpy().T
+    model, _ = nh.load_checkpoint(tmp_path)
+    assert model.config.dtype == "bfloat16" and model.blocks[0].attn.q.kernel[...].dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(model.blocks[0].attn.q.kernel[...], np.float32), weight)
+    model32, _ = nh.load_checkpoint(tmp_path, dtype="float32")
+    assert model32.blocks[0].attn.q.kernel[...].dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(model32.blocks[0].attn.q.kernel[...]), weight)
+
+
+def _with_tokenizer(folder, tmp_path):
+    """A copy of a checkpoint folder with a word-level tokenizer.json built here (no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = "[UNK] the a cat dog sat on mat and ran away".split()
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    target = tmp_path / "with_tokenizer"
+    shutil.copytree(folder, target)
+    tokenizer.save(str(target / "tokenizer.json"))
+    return target, tokenizer
+
+
+def test_tokenizer_json_round_trip(saved, tmp_path):
+    folder, built = _with_tokenizer(saved("gpt2")[1], tmp_path)
+    _, tokenizer = nh.load_checkpoint(folder)
+    text = "the cat sat on the mat and a dog ran"
+    assert tokenizer.encode(text).ids == built.encode(text).ids == [1, 3, 5, 6, 1, 7, 8, 2, 4, 9]
+    assert load_tokenizer(saved("gpt2")[1]) is None
+    np.testing.assert_array_equal(tokenize(None, "ab\u00e9"), [97, 98, 195, 169])  # no tokenizer: UTF-8 bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: one CheckpointError naming the problem.
+
+
+def _error(folder, **kwargs) -> str:
+    with pytest.raises(nh.CheckpointError) as err:
+        nh.load_checkpoint(folder, **kwargs)
+    return str(err.value)
+
+
+def test_missing_folder_config_or_weights(tmp_path):
+    assert "does not exist" in _error(tmp_path / "nowhere")
+    assert "has no config.json" in _error(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(MODELS["gpt2"][1].to_dict()))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"")
+    message = _error(tmp_path)
+    assert "has no weights" in message and "pytorch_model.bin" in message
+
+
+def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}))
+    message = _error(tmp_path)
+    assert "'gpt_neox' (GPTNeoXForCausalLM) is not supported" in message and "gpt2, llama, mistral, qwen2" in message
+
+
+def test_unsupported_settings_are_named(saved, tmp_path):
+    folder = tmp_path / "yarn"
+    shutil.copytree(saved("llama_gqa")[1], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(rope_parameters=dict(rope_type="yarn", factor=4.0, rope_theta=1e4), hidden_act="gelu")
+    (folder / "config.json").write_text(json.dumps(config))
+    message = _error(folder)
+    assert "rope type 'yarn'" in message and "hidden_act='gelu'" in message
+
+
+def test_every_tensor_problem_in_one_error(saved, tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(saved("gpt2")[1], folder)
+    tensors = load_file(folder / "model.safetensors")
+    del tensors["transformer.h.1.ln_2.bias"]
+    tensors["transformer.h.1.extra.weight"] = np.zeros(3, np.float32)
+    tensors["transformer.wpe.weight"] = tensors["transformer.wpe.weight"][:63]
+    tensors["transformer.h.0.ln_1.weight"] = tensors["transformer.h.0.ln_1.weight"].astype(np.int8)
+    save_file(tensors, folder / "model.safetensors")
+    message = _error(folder)
+    assert "(quantised checkpoints are not supported) (1): transformer.h.0.ln_1.weight (I8)" in message
+    assert "missing tensors (1): transformer.h.1.ln_2.bias" in message
+    assert "unexpected tensors (1): transformer.h.1.extra.weight" in message
+    assert "shape mismatches (1): transformer.wpe.weight [63, 24] gives pos_embed.embedding [63, 24], expected [64, 24]" in message
+
+
+def test_lengths_beyond_positions_or_sliding_window(saved, tmp_path):
+    assert "65 tokens asked, but" in _error(saved("gpt2")[1], seq_len=65)
+    assert "at most 64: its learned position table" in _error(saved("gpt2")[1], seq_len=65)
+    folder = tmp_path / "window"
+    shutil.copytree(saved("mistral")[1], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "sliding_window": 16}))
+    assert nh.load_checkpoint(folder, seq_len=16)[0].config.max_len == 16
+    assert "sliding attention window of 16 tokens" in _error(folder, seq_len=17)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line on a checkpoint.
+
+
+def test_cli_offsets_on_a_checkpoint_with_text_prompts(saved, tmp_path, capsys):
+    folder, tokenizer = _with_tokenizer(saved("gpt2")[1], tmp_path)
+    continuation = tmp_path / "continuation.txt"
+    continuation.write_text("the cat sat on the mat and ran away " * 5)
+    out = tmp_path / "run"
+    args = ["offsets", "--checkpoint", str(folder), "--prompt-a", "the cat", "--prompt-b", "a dog",
+            "--continuation-file", str(continuation), "--fit-t-min", "4", "--n-boot", "20", "--out", str(out)]
+    assert main(args) == 0
+    meta = json.loads((out / "fit.json").read_text())["meta"]
+    assert meta["checkpoint"] == str(folder.resolve()) and "tokenizer.json" in meta["pairs"]
+    model, _ = nh.load_checkpoint(folder)
+    pairs = tokenized_prompt_pairs(tokenizer, ["the cat"], ["a dog"], continuation.read_text())
+    assert pairs.continuations.shape == (1, 45)
+    with np.load(out / "offsets.npz") as data:
+        np.testing.assert_array_equal(data["l2"], nh.prompt_pair_offsets(model, *pairs).l2)
+
+    continuation.write_text("the cat " * 32)  # 2 + 64 tokens > 64 positions
+    assert main(args) == 2
+    assert "66 tokens asked, but" in capsys.readouterr().err
+
+
+def test_cli_bound_on_a_checkpoint(saved, tmp_path, capsys):
+    out = tmp_path / "bound"
+    assert main(["bound", "--checkpoint", str(saved("llama_gqa")[1]), "--prompt-len", "4", "--length", "24",
+                 "--pairs", "2", "--n-boot", "20", "--out", str(out)]) == 0
+    assert json.loads((out / "bound.json").read_text())["model"]["mlp"] == "swiglu"
+    assert "3 layers, d_model 24, rope positions" in capsys.readouterr().out
