@@ -26,8 +26,8 @@ the drift off the sphere from accumulating.
 
 Everything here is a pure function of arrays: ``simulate`` can be jitted (with ``control``,
 ``steps``, ``sphere`` and ``method`` static, e.g. by closing over them) and vmapped over ``x0``
-and over draws of ``(Q, K, V)`` (and over a control's gain, a traced value in its closure).
-``n_clusters`` alone is host-side numpy.
+and over draws of ``(Q, K, V)`` (and over a control's gain, a traced value in its closure), and
+so can every measure, ``n_clusters`` included.
 
 Measures (``diameter``, ``mean_cosine``, ``n_clusters``, ``distance_to``) take one
 configuration ``[n, d]`` or any batch of them, in particular a trajectory
@@ -40,7 +40,6 @@ from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 Control = Callable[[jax.Array, jax.Array], jax.Array]
@@ -251,36 +250,21 @@ def mean_cosine(x: jax.Array) -> jax.Array:
     return (jnp.sum(gram, axis=(-2, -1)) - trace) / (n * (n - 1))
 
 
-def _components(dist: np.ndarray, tol: float) -> int:
-    n = dist.shape[0]
-    parent = list(range(n))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, j in zip(*np.nonzero(dist <= tol)):
-        ri, rj = find(int(i)), find(int(j))
-        if ri != rj:
-            parent[ri] = rj
-    return len({find(i) for i in range(n)})
-
-
-def n_clusters(x, tol: float) -> np.ndarray:
-    """Number of single-linkage clusters at ``tol``: ``[..., n, d]`` -> int array ``[...]``.
+def n_clusters(x, tol: float) -> jax.Array:
+    """Number of single-linkage clusters at ``tol``: ``[..., n, d]`` -> int32 ``[...]``.
 
     Tokens are linked when ``||x_i - x_j|| <= tol``; clusters are the connected components
-    of the links (host-side numpy; not jittable).
+    of the links. Jittable: the components come from the transitive closure of the link
+    matrix by repeated squaring (``k = (n - 1).bit_length()`` squarings reach every path, of
+    length up to ``2^k >= n - 1``), and a component of size ``m`` contributes ``m`` rows of
+    row-sum ``m``, so the count is ``sum_i 1 / rowsum_i``.
     """
-    x = np.asarray(x, dtype=np.float64)
-    diff = x[..., :, None, :] - x[..., None, :, :]
-    dist = np.sqrt(np.sum(diff * diff, axis=-1))
-    batch = dist.shape[:-2]
-    flat = dist.reshape((-1,) + dist.shape[-2:])
-    counts = np.array([_components(m, tol) for m in flat], dtype=np.int64)
-    return counts.reshape(batch)
+    x = jnp.asarray(x)
+    n = x.shape[-2]
+    linked = (_pairwise_distances(x) <= tol).astype(jnp.float32)  # reflexive: d(x_i, x_i) = 0
+    for _ in range((n - 1).bit_length()):  # after k squarings: every path of length <= 2^k
+        linked = (linked @ linked > 0).astype(jnp.float32)
+    return jnp.round(jnp.sum(1.0 / jnp.sum(linked, axis=-1), axis=-1)).astype(jnp.int32)
 
 
 def distance_to(x: jax.Array, targets: jax.Array) -> jax.Array:

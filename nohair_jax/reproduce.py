@@ -62,6 +62,14 @@ PARTS = (
          "A byte-level model trained on the embedded corpus, measured before and after training on held-out text."),
     Part("logit_bias", "The dilution-cancelling logit bias during training", "summary.json", ("logit_bias.png",),
          "The same model trained without and with the prompt logit bias, alpha measured along training."),
+    Part("consensus", "Token dynamics: consensus and clusters under a feed-forward control", "summary.json",
+         ("trajectories.png", "measures.png"),
+         "Self-attention as interacting particles on the sphere, many random (Q, K, V) draws, with and without the control."),
+    Part("control_threshold", "Token dynamics: the control gain's threshold", "summary.json", ("threshold.png",),
+         "Final diameter and fraction of draws reaching consensus against the control gain, beside the theory's threshold."),
+    Part("transformer_dynamics", "Token dynamics in the project's transformers", "summary.json",
+         ("transformer_dynamics.png",),
+         "The same consensus measures on the hidden states across depth, trained and untrained, and a gain analogue."),
 )
 PART_NAMES = tuple(p.name for p in PARTS)
 
@@ -77,6 +85,9 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
         "bound_check": ("quick", {}),
         "trained_vs_untrained": ("quick", dict(steps=300, length=1024, n_pairs=8)),
         "logit_bias": ("quick", dict(steps=150, measure_at=(0, 25, 50, 100, 150))),
+        "consensus": ("quick", dict(draws=128)),
+        "control_threshold": ("quick", dict(draws=128)),
+        "transformer_dynamics": ("quick", dict(train_steps=150)),
     },
     "full": {name: ("full", {}) for name in PART_NAMES},
 }
@@ -281,6 +292,58 @@ def _sufficient(s):
     return text, None, _verdict(min(lows) > 0 and relay_min > 0 and len(lows) == len(fits))
 
 
+def _consensus_rows(s, clusters: int):
+    return [r for r in s["consensus"]["rows"] if r["clusters_targeted"] == clusters]
+
+
+def _controlled(rows: list[dict], what: str):
+    """The verdict for 'the control reaches the target in every draw', with the free system beside it."""
+    control = [r for r in rows if r["gain_ratio"] > 0]
+    free = [r for r in rows if r["gain_ratio"] == 0]
+    if not control:
+        return f"no controlled {what} run at this profile", None, NOT_MEASURED
+    draws = control[0]["draws"]
+    text = (f"{what}: reached by {min(r['reached'] for r in control):.0%} of {draws} random (Q, K, V) draws with the control "
+            f"(gain {control[0]['gain_ratio']:g} ||V||), {max(r['reached'] for r in free):.0%} without; "
+            f"largest final {control[0]['measure']} {max(r['final']['max'] for r in control):.2g}")
+    return text, None, _verdict(all(r["reached"] == 1.0 for r in control))
+
+
+def _consensus(s):
+    return _controlled(_consensus_rows(s, 1), f"consensus (diameter < {s['consensus']['settings']['eps']})")
+
+
+def _clusters(s):
+    rows = [r for r in s["consensus"]["rows"] if r["clusters_targeted"] > 1]
+    ks = sorted({r["clusters_targeted"] for r in rows})
+    return _controlled(rows, f"{ks} chosen clusters")
+
+
+def _multihead(s):
+    rows = [r for r in _consensus_rows(s, 1) if r["heads"] > 1]
+    heads = sorted({r["heads"] for r in rows})
+    return _controlled(rows, f"consensus with {heads} heads")
+
+
+def _threshold(s):
+    tr = s["control_threshold"]["transition"]
+    rows = s["control_threshold"]["rows"]
+    low, high = rows[0]["reached"], rows[-1]["reached"]
+    text = (f"fraction reaching consensus {low:.0%} at gain 0, {high:.0%} at {rows[-1]['gain_ratio']:g} ||V||; "
+            f"median final diameter below eps from gain {tr['median_below_eps']} ||V||, every draw from "
+            f"{tr['reached_all']} ||V|| (theory's sufficient threshold {tr['theory_threshold']} ||V||)")
+    sharp = low < 0.5 and high == 1.0 and tr["reached_all"] is not None and tr["reached_all"] <= tr["theory_threshold"]
+    return text, None, _verdict(sharp)
+
+
+def _threshold_models(s):
+    rows = s["transformer_dynamics"]["rows"]
+    parts = [f"{r['key']}: gain analogue {min(r['mlp_over_attn_bound']):.2f}..{max(r['mlp_over_attn_bound']):.2f}, "
+             f"final sphere diameter {r['sphere_diameter'][-1]:.2f}" for r in rows]
+    # Only the project's small byte-level models here, no real LLM: the paper's comparison is not repeated.
+    return "; ".join(parts), None, NOT_MEASURED
+
+
 CLAIMS = (
     Claim("power_law", "The offset decays approximately as a power law t^-alpha (agree: every fit's R^2 >= 0.95)",
           "d(t) ~ t^-alpha", ("untrained_alpha",), _power_law),
@@ -308,6 +371,16 @@ CLAIMS = (
           ("logit_bias",), _bias_claim(2)),
     Claim("dilution_sufficient", "Dilution is sufficient: untrained networks and the solvable model forget",
           "alpha > 0 without training", ("untrained_alpha", "relay_model"), _sufficient),
+    Claim("ff_consensus", "A feed-forward control steers the tokens arbitrarily close to consensus whatever Q, K, V are",
+          "every (Q, K, V)", ("consensus",), _consensus),
+    Claim("ff_clusters", "The control result extends to convergence to several clusters", "every (Q, K, V)",
+          ("consensus",), _clusters),
+    Claim("ff_multihead", "The control result extends to multi-head attention", "every (Q, K, V)", ("consensus",),
+          _multihead),
+    Claim("ff_threshold", "Consensus shows a threshold in the control gain (theory: gain > ||V|| suffices)",
+          "threshold at gain ~ ||V||", ("control_threshold",), _threshold),
+    Claim("ff_threshold_llm", "The threshold compared with real language models across depth",
+          "compared with real LLMs", ("transformer_dynamics",), _threshold_models),
 )
 
 
