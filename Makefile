@@ -4,9 +4,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The TransformerLens comparison gets its own venv (torch, transformers, transformer-lens).
+BENCH_VENV ?= .venv-bench
 OUT ?= results
 
-.PHONY: run test bench clean
+.PHONY: run test bench bench-tl clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +19,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	touch $@
 
 run: $(VENV)/.installed
-	$(BIN)/nohair offsets --out $(OUT)/offsets
+	$(BIN)/nohair reproduce --out $(OUT)/reproduce
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -n 2 tests
@@ -25,5 +27,13 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/offsets.py
 
+$(BENCH_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q -e '.[bench]'
+	touch $@
+
+bench-tl: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/transformerlens.py
+
 clean:
-	rm -rf $(VENV) $(OUT)
+	rm -rf $(VENV) $(BENCH_VENV) $(OUT)

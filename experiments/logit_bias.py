@@ -42,8 +42,8 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     corpus = nh.stdlib_corpus()
     pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
     train_cfg = TrainConfig(steps=p["steps"], batch_size=p["batch_size"], context=p["context"], seed=seed,
-                            warmup_steps=p["steps"] // 10, eval_every=p["steps"] // 3, checkpoint_every=p["steps"] // 3,
-                            log_every=10)
+                            warmup_steps=p["steps"] // 10, eval_every=p["steps"] // 3,
+                            checkpoint_every=max(10, p["steps"] // 30 * 10), log_every=10)  # a multiple of log_every
     runs = {}
     for name, gamma in RUNS.items():
         start = time.perf_counter()

@@ -53,7 +53,7 @@ def run(
         start = time.perf_counter()
         train_cfg = TrainConfig(steps=p["steps"], batch_size=p["batch_size"], context=p["context"], seed=seed,
                                 warmup_steps=p["steps"] // 10, eval_every=p["steps"] // 4,
-                                checkpoint_every=p["steps"] // 4, log_every=10)
+                                checkpoint_every=max(10, p["steps"] // 40 * 10), log_every=10)  # a multiple of log_every
         run_dir = out / f"seed{seed}"
         result = train(model_cfg, train_cfg, corpus, run_dir,
                        callbacks=[((0, p["steps"]), offsets_callback(pairs, save_dir=run_dir))])

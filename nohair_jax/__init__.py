@@ -9,8 +9,9 @@
     fit.alpha, fit.ci, fit.t_range
 """
 
-from nohair_jax import bound, data, dynamics, paths, relay, train
+from nohair_jax import bound, data, dynamics, paths, relay, sweep, train
 from nohair_jax.bound import BoundConditions, BoundNotApplicable, check_bound, measure_conditions
+from nohair_jax.checkpoints import CheckpointError, load_checkpoint
 from nohair_jax.data import Corpus, decode, encode, heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
 from nohair_jax.fit import (
     NoiseFloorError,
@@ -21,10 +22,11 @@ from nohair_jax.fit import (
     noise_floor_curve,
     summary_curve,
 )
-from nohair_jax.model import Diagnostics, ForwardOutput, PromptLogitBias, Transformer, TransformerConfig
+from nohair_jax.model import Diagnostics, ForwardOutput, PromptLogitBias, RopeScaling, Transformer, TransformerConfig
 from nohair_jax.offsets import Offsets, measure_noise_floor, pair_offsets, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs, random_prompt_pairs, text_prompt_pairs
 from nohair_jax.paths import PathSplit, direct_relay_split
+from nohair_jax.sweep import SweepGrid, draw_sweep, run_sweep, sweep_mesh, sweep_offsets
 from nohair_jax.train import TrainConfig, TrainResult, alpha_history, load_trained, offsets_callback
 
 __version__ = "0.1.0"
@@ -32,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BoundConditions",
     "BoundNotApplicable",
+    "CheckpointError",
     "Corpus",
     "Diagnostics",
     "ForwardOutput",
@@ -41,6 +44,8 @@ __all__ = [
     "PowerLawFit",
     "PromptLogitBias",
     "PromptPairs",
+    "RopeScaling",
+    "SweepGrid",
     "TrainConfig",
     "TrainResult",
     "Transformer",
@@ -53,9 +58,11 @@ __all__ = [
     "dynamics",
     "decode",
     "direct_relay_split",
+    "draw_sweep",
     "encode",
     "fit_power_law",
     "heldout_prompt_pairs",
+    "load_checkpoint",
     "load_corpus",
     "load_trained",
     "local_exponent",
@@ -69,8 +76,12 @@ __all__ = [
     "prompt_pair_offsets",
     "random_prompt_pairs",
     "relay",
+    "run_sweep",
     "stdlib_corpus",
     "summary_curve",
+    "sweep",
+    "sweep_mesh",
+    "sweep_offsets",
     "text_prompt_pairs",
     "train",
 ]

@@ -2,7 +2,9 @@
 
 ``nohair offsets``: build an (untrained) model, measure prompt-pair offsets on random token
 pairs, fit alpha per layer above the measured noise floor, print the table, write
-``offsets.npz``, ``fit.json`` and ``offsets.png``.
+``offsets.npz``, ``fit.json`` and ``offsets.png``. ``--checkpoint DIR`` measures a Hugging Face
+checkpoint folder instead, and ``--prompt-a TEXT --prompt-b TEXT --continuation-file FILE`` text
+pairs instead of random tokens (both for ``nohair bound`` too).
 
 ``nohair bound``: the same kind of model and pairs; measure the no-hair bound's conditions, check
 the offsets against the bound's shape and its explicit form per layer, print both, write
@@ -11,6 +13,15 @@ the offsets against the bound's shape and its explicit form per layer, print bot
 ``nohair train``: train a byte-level model on the embedded corpus (or ``--corpus FILE``) with
 checkpoints, resuming where a previous run in ``--out`` stopped; optionally measure alpha at
 chosen steps (``--measure-every``).
+
+``nohair sweep``: alpha over a grid of untrained models (depths, widths, prompt and continuation
+lengths, position encodings, logit bias; every seed and pair of a shape in one compiled program,
+sharded over all devices), saved cell by cell so that a rerun resumes where it stopped.
+
+``nohair dynamics``: tokens as particles under self-attention with a feed-forward control
+(DESIGN.md section 5): simulate random ``(Q, K, V)`` draws at each control gain (in units of
+``||V||``), print the fraction reaching consensus and where the transition sits against the
+theory's threshold, write ``summary.json``, ``series.npz``, ``measures.png`` and ``threshold.png``.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from nohair_jax.model import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
 
@@ -30,6 +42,31 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
+
+
+def _comma_list(item):
+    """An argparse type for ``a,b,c``: a tuple of ``item(text)`` for each comma-separated entry."""
+    def parse(text: str) -> tuple:
+        return tuple(item(entry.strip()) for entry in text.split(","))
+    return parse
+
+
+def _position_kind(text: str) -> str:
+    if text not in POSITION_KINDS:
+        raise argparse.ArgumentTypeError(f"unknown position encoding {text!r}; expected one of {', '.join(POSITION_KINDS)}")
+    return text
+
+
+def _bias_gamma(text: str) -> float:
+    """``on`` (gamma 1), ``off`` (no bias) or a gamma >= 0."""
+    named = {"on": 1.0, "off": 0.0}
+    try:
+        gamma = named[text] if text in named else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected on, off or a gamma >= 0, got {text!r}") from None
+    if not 0 <= gamma < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected on, off or a finite gamma >= 0, got {text!r}")
+    return gamma
 
 
 def _add_model_args(p: argparse.ArgumentParser, *, title: str, position: str) -> None:
@@ -54,8 +91,24 @@ def _add_pair_args(g, *, length: int, pairs: int) -> None:
     g.add_argument("--pair-seed", type=int, default=1, help="seed of the prompt pairs (default 1)")
 
 
-def _model_config(args, total_len: int) -> TransformerConfig:
-    bias = None if args.logit_bias is None else PromptLogitBias(args.prompt_len, args.logit_bias)
+def _add_source_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("a real model and text prompts")
+    g.add_argument("--checkpoint", metavar="DIR",
+                   help="measure a local Hugging Face checkpoint folder (GPT-2, Llama, Mistral, Qwen2: config.json and "
+                        "safetensors weights) instead of an untrained model; the model options are then not used")
+    g.add_argument("--prompt-a", action="append", metavar="TEXT",
+                   help="prompt a as text, instead of random tokens (repeat for more pairs, each with a --prompt-b); "
+                        "tokenised with the checkpoint's tokenizer.json, else as UTF-8 bytes")
+    g.add_argument("--prompt-b", action="append", metavar="TEXT", help="prompt b as text")
+    g.add_argument("--continuation-file", metavar="FILE",
+                   help="the continuation every text pair shares (UTF-8 text); P and T then come from the texts")
+
+
+def _model_config(args, total_len: int, prompt_len: int | None = None) -> TransformerConfig:
+    """The untrained model of the command line's options; the logit bias acts on the first
+    ``prompt_len`` tokens (default ``--prompt-len``)."""
+    prompt_len = args.prompt_len if prompt_len is None else prompt_len
+    bias = None if args.logit_bias is None else PromptLogitBias(prompt_len, args.logit_bias)
     return TransformerConfig(
         d_model=args.d_model, n_heads=args.heads, n_kv_heads=args.kv_heads, n_layers=args.depth, mlp=args.mlp,
         norm=args.norm, norm_placement=args.norm_placement, position=args.position, max_len=total_len,
@@ -80,22 +133,57 @@ def _fits_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def _on_untrained_model(args, doing: str, job, report, files: str) -> int:
-    """The shared frame of `offsets` and `bound`: build the untrained model of the command line's
-    options and its random-token pairs, run ``job(model, pairs, meta) -> summary``, print
-    ``report(summary)`` and where the files went."""
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"cannot read --continuation-file {path!r}: {err}") from None
+
+
+def _model_and_pairs(args):
+    """The model (a checkpoint's with ``--checkpoint``, else the untrained one of the model options)
+    and its prompt pairs (the text ones with ``--prompt-a``, else random tokens); returns
+    (model, pairs, meta), meta saying where both came from."""
     from flax import nnx  # deferred: `nohair --help` should not pay for importing JAX
 
+    from nohair_jax.checkpoints import load_checkpoint, load_tokenizer, tokenized_prompt_pairs
     from nohair_jax.model import Transformer
     from nohair_jax.pairs import random_prompt_pairs
 
-    cfg = _model_config(args, args.prompt_len + args.length)
-    model = Transformer(cfg, rngs=nnx.Rngs(args.seed))
-    pairs = random_prompt_pairs(args.pair_seed, args.pairs, args.prompt_len, args.length, cfg.vocab_size)
+    pairs, described = None, "random tokens"
+    if args.prompt_a or args.prompt_b:
+        if not args.continuation_file:
+            raise ValueError("text prompts (--prompt-a, --prompt-b) need --continuation-file")
+        tokenizer = load_tokenizer(args.checkpoint) if args.checkpoint else None
+        pairs = tokenized_prompt_pairs(tokenizer, args.prompt_a or [], args.prompt_b or [], _read_text(args.continuation_file))
+        total = max(pairs.prompts_a.shape[1], pairs.prompts_b.shape[1]) + pairs.continuations.shape[1]
+        described = f"text, continuation {args.continuation_file}, as {'UTF-8 bytes' if tokenizer is None else 'tokenizer.json tokens'}"
+    else:
+        total = args.prompt_len + args.length
+    if args.checkpoint:
+        if args.logit_bias is not None:
+            raise ValueError("--logit-bias applies to untrained models, not to --checkpoint")
+        model, _ = load_checkpoint(args.checkpoint, seq_len=total)
+        meta = dict(command=args.command, checkpoint=str(Path(args.checkpoint).resolve()))
+    else:
+        prompt_len = args.prompt_len if pairs is None else pairs.prompts_a.shape[1]
+        model = Transformer(_model_config(args, total, prompt_len), rngs=nnx.Rngs(args.seed))
+        meta = dict(command=args.command, init_seed=args.seed)
+    if pairs is None:
+        pairs = random_prompt_pairs(args.pair_seed, args.pairs, args.prompt_len, args.length, model.config.vocab_size)
+        meta.update(pair_seed=args.pair_seed)
+    return model, pairs, {**meta, "pairs": described}
+
+
+def _on_model(args, doing: str, job, report, files: str) -> int:
+    """The shared frame of `offsets` and `bound`: the model and pairs of the command line
+    (``_model_and_pairs``), run ``job(model, pairs, meta) -> summary``, print ``report(summary)``
+    and where the files went."""
+    model, pairs, meta = _model_and_pairs(args)
+    cfg = model.config
     start = time.perf_counter()
-    print(f"{doing} {args.pairs} pairs, P = {args.prompt_len}, T = {args.length}, {cfg.n_layers} layers, "
-          f"d_model {cfg.d_model}, {cfg.position} positions, {cfg.norm_placement}-LN", flush=True)
-    meta = dict(command=args.command, init_seed=args.seed, pair_seed=args.pair_seed, pairs="random tokens")
+    print(f"{doing} {pairs.prompts_a.shape[0]} pairs, P = {pairs.prompts_a.shape[1]}, T = {pairs.continuations.shape[1]}, "
+          f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.position} positions, {cfg.norm_placement}-LN", flush=True)
     print(report(job(model, pairs, meta)))
     print(f"\nwrote {args.out}/{files} in {time.perf_counter() - start:.1f} s")
     return 0
@@ -108,7 +196,7 @@ def cmd_offsets(args) -> int:
         fit_kwargs = dict(t_min=args.fit_t_min, n_boot=args.n_boot)
         return measure_model(model, pairs, args.out, float64=args.float64, fit_kwargs=fit_kwargs, meta=meta)
 
-    return _on_untrained_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png")
+    return _on_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png")
 
 
 def cmd_bound(args) -> int:
@@ -117,7 +205,7 @@ def cmd_bound(args) -> int:
     def job(model, pairs, meta):
         return check_bound(model, pairs, args.out, n_boot=args.n_boot, meta=meta)
 
-    return _on_untrained_model(args, "checking the bound on", job, report, "bound.npz, bound.json, bound.png")
+    return _on_model(args, "checking the bound on", job, report, "bound.npz, bound.json, bound.png")
 
 
 def cmd_train(args) -> int:
@@ -152,12 +240,54 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    import jax
+
+    from nohair_jax.sweep import SweepGrid, run_sweep, sweep_table
+
+    grid = SweepGrid(
+        depths=args.depths, widths=args.widths, prompt_lens=args.prompt_lens, lengths=args.lengths,
+        positions=args.positions, logit_bias=args.bias, seeds=tuple(range(args.seeds)), n_pairs=args.pairs,
+        pair_seed=args.pair_seed, fit_t_min=args.fit_t_min, n_boot=args.n_boot,
+    )
+    start = time.perf_counter()
+    print(f"sweeping {len(grid.cells())} cells of {args.seeds} seeds x {args.pairs} pairs on "
+          f"{jax.device_count()} device(s) into {args.out}", flush=True)
+    print(sweep_table(run_sweep(grid, args.out, batch_size=args.batch_size)))
+    print(f"\nwrote {args.out}/manifest.json, summary.json, cells/ and three figures in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from nohair_jax.reproduce import reproduce
+
+    start = time.perf_counter()
+    claims = reproduce(args.out, profile=args.profile, only=tuple(args.only or ()), force=args.force)
+    width = max(len(c["id"]) for c in claims)
+    for c in claims:
+        print(f"{c['id']:<{width}}  {c['verdict']:<26}  {c['measured']}")
+    print(f"\nwrote {args.out}/report.md, report.html, claims.json in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+def cmd_dynamics(args) -> int:
+    from nohair_jax.token_dynamics import gain_sweep, sweep_table
+
+    start = time.perf_counter()
+    summary = gain_sweep(args.out, gains=args.gain, draws=args.draws, n=args.n, d=args.d, heads=args.heads,
+                         steps=args.steps, dt=args.dt, eps=args.eps, seed=args.seed, meta=dict(command="dynamics"))
+    print(sweep_table(summary))
+    print(f"\nwrote {args.out}/summary.json, series.npz, measures.png, threshold.png in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nohair", description="How long does a prompt keep steering a transformer?")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("offsets", help="measure prompt-pair offsets of an untrained model and fit alpha per layer")
+    p = sub.add_parser("offsets", help="measure prompt-pair offsets of a model (untrained, or --checkpoint) and fit alpha per layer")
     _add_model_args(p, title="model (untrained, random init)", position="learned")
+    _add_source_args(p)
     g = p.add_argument_group("measurement")
     _add_pair_args(g, length=2048, pairs=16)
     g.add_argument("--float64", action="store_true", help="measure in float64 (no float32 noise floor)")
@@ -166,8 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="results/offsets", help="output folder (default results/offsets)")
     p.set_defaults(func=cmd_offsets)
 
-    p = sub.add_parser("bound", help="measure the no-hair bound's conditions on an untrained model and check the bound")
+    p = sub.add_parser("bound", help="measure the no-hair bound's conditions on a model (untrained, or --checkpoint) and check the bound")
     _add_model_args(p, title="model (untrained, random init)", position="learned")
+    _add_source_args(p)
     g = p.add_argument_group("measurement")
     _add_pair_args(g, length=512, pairs=8)
     g.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the shape check (default 1000)")
@@ -193,6 +324,56 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--measure-every", type=int, default=0, metavar="STEPS", help="measure alpha every STEPS steps (default: never)")
     _add_pair_args(g, length=1024, pairs=8)
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("sweep", help="alpha over a grid of untrained models; resumes where a previous run in --out stopped")
+    g = p.add_argument_group("grid (comma-separated lists; every combination is one cell)")
+    g.add_argument("--depths", type=_comma_list(_positive_int), default=(1, 2, 4), help="layers L (default 1,2,4)")
+    g.add_argument("--widths", type=_comma_list(_positive_int), default=(128,), help="d_model, one head per 32 (default 128)")
+    g.add_argument("--prompt-lens", type=_comma_list(_positive_int), default=(16,), help="prompt lengths P (default 16)")
+    g.add_argument("--lengths", type=_comma_list(_positive_int), default=(512,), help="continuation lengths T (default 512)")
+    g.add_argument("--positions", type=_comma_list(_position_kind), default=("learned",),
+                   help=f"position encodings among {', '.join(POSITION_KINDS)} (default learned)")
+    g.add_argument("--bias", type=_comma_list(_bias_gamma), default=(0.0,),
+                   help="prompt logit bias: on (gamma 1), off, or gammas (default off)")
+    g = p.add_argument_group("measurement")
+    g.add_argument("--seeds", type=_positive_int, default=4, help="initialisation seeds 0..N-1 per cell (default 4)")
+    g.add_argument("--pairs", type=_positive_int, default=8, help="random-token prompt pairs per cell (default 8)")
+    g.add_argument("--pair-seed", type=int, default=1, help="seed of the prompt pairs (default 1)")
+    g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
+    g.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the interval (default 1000)")
+    g.add_argument("--batch-size", type=_positive_int, default=1,
+                   help="(seed, pair) items vmapped together per device (default 1: fastest on CPUs)")
+    g.add_argument("--out", default="results/sweep", help="sweep folder (default results/sweep)")
+    p.set_defaults(func=cmd_sweep)
+
+    # Sizes are plain numbers here and checked by token_dynamics.gain_sweep: one error line each.
+    p = sub.add_parser("dynamics", help="consensus of random attention particle systems against the control gain")
+    g = p.add_argument_group("particle systems (tokens on the sphere, every entry of Q, K, V iid N(0, 1))")
+    g.add_argument("--draws", type=int, default=128, help="random (Q, K, V, x0) draws (default 128)")
+    g.add_argument("--n", type=int, default=16, help="tokens per system (default 16)")
+    g.add_argument("--d", type=int, default=3, help="dimension: tokens on the sphere S^(d-1) (default 3)")
+    g.add_argument("--heads", type=int, default=1, help="attention heads; the drift is their mean (default 1)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    g = p.add_argument_group("control and integration (gain in units of ||V||_2, time in units of 1 / ||V||_2)")
+    g.add_argument("--gain", type=float, nargs="+", default=[0.0, 0.1, 1.0, 10.0],
+                   help="gains of the control u = gain (e_1 - x); 0 is attention alone; theory threshold 1 "
+                        "(default 0 0.1 1 10)")
+    g.add_argument("--steps", type=int, default=1000, help="RK4 steps (default 1000)")
+    g.add_argument("--dt", type=float, default=0.02, help="step (default 0.02)")
+    g.add_argument("--eps", type=float, default=0.1, help="consensus tolerance on the diameter (default 0.1)")
+    g.add_argument("--out", default="results/dynamics", help="output folder (default results/dynamics)")
+    p.set_defaults(func=cmd_dynamics)
+
+    from nohair_jax.reproduce import PART_NAMES, PLANS
+
+    p = sub.add_parser("reproduce", help="run every experiment and write a report that answers each claim of the papers")
+    p.add_argument("--profile", choices=sorted(PLANS), default="quick",
+                   help="quick: about 10 minutes on 2 CPU cores (default); full: GPU-sized; tiny: a smoke test")
+    p.add_argument("--only", action="append", choices=PART_NAMES, metavar="PART",
+                   help=f"run only this part (repeatable): {', '.join(PART_NAMES)}")
+    p.add_argument("--force", action="store_true", help="rerun parts even when finished with the same configuration")
+    p.add_argument("--out", default="results/reproduce", help="output folder (default results/reproduce)")
+    p.set_defaults(func=cmd_reproduce)
     return parser
 
 

@@ -24,10 +24,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from nohair_jax.attention import DEFAULT_BLOCK, blockwise_attention, plain_attention, use_blockwise
+
 MLP_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 NORM_PLACEMENTS = ("pre", "post")
 POSITION_KINDS = ("learned", "sinusoidal", "rope", "none")
+ROPE_SCALING_KINDS = ("linear", "llama3")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,37 @@ class PromptLogitBias:
 
 
 @dataclasses.dataclass(frozen=True)
+class RopeScaling:
+    """RoPE frequency scaling, as Hugging Face's ``rope_scaling`` (``rope_parameters``) types.
+
+    ``linear``: every inverse frequency divided by ``factor`` (position interpolation).
+    ``llama3``: Llama 3.1's rule on wavelengths ``2 pi / inv_freq``: those shorter than
+    ``original_max_len / high_freq_factor`` are kept, those longer than
+    ``original_max_len / low_freq_factor`` are divided by ``factor``, and in between the inverse
+    frequency is interpolated linearly in ``original_max_len / wavelength``.
+    """
+
+    kind: str
+    factor: float
+    low_freq_factor: float = 1.0  # llama3 only
+    high_freq_factor: float = 4.0  # llama3 only
+    original_max_len: int = 8192  # llama3 only: the context the model was pretrained at
+
+    def __post_init__(self):
+        if self.kind not in ROPE_SCALING_KINDS:
+            raise ValueError(f"RopeScaling.kind={self.kind!r} is not one of {ROPE_SCALING_KINDS}")
+        for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_len"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
+                raise ValueError(f"RopeScaling.{name} must be a finite number > 0, got {value!r}")
+        if self.kind == "llama3" and not self.high_freq_factor > self.low_freq_factor:
+            raise ValueError(
+                f"RopeScaling needs high_freq_factor > low_freq_factor, got {self.high_freq_factor} "
+                f"and {self.low_freq_factor}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
 class TransformerConfig:
     """Architecture of a causal decoder; expresses GPT-2 and Llama-family models.
 
@@ -71,6 +105,7 @@ class TransformerConfig:
     final_norm: bool = True
     position: str = "learned"
     rope_theta: float = 10000.0
+    rope_scaling: RopeScaling | None = None  # None: plain RoPE
     max_len: int = 1024
     tied_embeddings: bool = True
     bias: bool = True  # biases of the linear layers and of LayerNorm
@@ -107,6 +142,8 @@ class TransformerConfig:
             raise ValueError(f"rope needs an even head dimension, got {self.head_dim}")
         if isinstance(self.prompt_logit_bias, dict):  # from JSON
             object.__setattr__(self, "prompt_logit_bias", PromptLogitBias(**self.prompt_logit_bias))
+        if isinstance(self.rope_scaling, dict):  # from JSON
+            object.__setattr__(self, "rope_scaling", RopeScaling(**self.rope_scaling))
 
     @property
     def kv_heads(self) -> int:
@@ -194,10 +231,28 @@ def _table_dtype(dtype):
     return jnp.promote_types(dtype, jnp.float32)
 
 
-def rope_tables(length: int, head_dim: int, theta: float, dtype) -> tuple[jax.Array, jax.Array]:
+def scale_rope_frequencies(inv_freq: jax.Array, scaling: RopeScaling) -> jax.Array:
+    """inv_freq [head_dim / 2] -> the same frequencies under ``scaling`` (see ``RopeScaling``)."""
+    if scaling.kind == "linear":
+        return inv_freq / scaling.factor
+    wavelength = 2 * math.pi / inv_freq
+    smooth = (scaling.original_max_len / wavelength - scaling.low_freq_factor) / (
+        scaling.high_freq_factor - scaling.low_freq_factor
+    )
+    interpolated = (1 - smooth) * inv_freq / scaling.factor + smooth * inv_freq
+    long_waves = wavelength > scaling.original_max_len / scaling.low_freq_factor
+    short_waves = wavelength < scaling.original_max_len / scaling.high_freq_factor
+    return jnp.where(long_waves, inv_freq / scaling.factor, jnp.where(short_waves, inv_freq, interpolated))
+
+
+def rope_tables(
+    length: int, head_dim: int, theta: float, dtype, scaling: RopeScaling | None = None
+) -> tuple[jax.Array, jax.Array]:
     """cos, sin [length, head_dim] in the half-split (Llama / Hugging Face) convention."""
     work = _table_dtype(dtype)
     inv_freq = 1.0 / theta ** (jnp.arange(0, head_dim, 2, dtype=work) / head_dim)
+    if scaling is not None:
+        inv_freq = scale_rope_frequencies(inv_freq, scaling)
     angles = jnp.arange(length, dtype=work)[:, None] * inv_freq[None, :]
     angles = jnp.concatenate([angles, angles], axis=-1)
     return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
@@ -220,19 +275,20 @@ def sinusoidal_positions(length: int, d_model: int, dtype) -> jax.Array:
     return table.at[:, 1::2].set(jnp.cos(position * freq[: d_model // 2])).astype(dtype)
 
 
-def prompt_logit_bias(length: int, bias: PromptLogitBias, dtype) -> jax.Array:
-    """[length, length] additive logits: gamma * log(i / P) for query i > P on keys j <= P (1-based)."""
-    query = jnp.arange(1, length + 1, dtype=_table_dtype(dtype))[:, None]
-    key = jnp.arange(1, length + 1)[None, :]
-    boost = bias.gamma * jnp.log(query / bias.prompt_len)
-    return jnp.where((query > bias.prompt_len) & (key <= bias.prompt_len), boost, 0.0).astype(dtype)
-
-
 class Attention(nnx.Module):
-    """Causal multi-head attention with grouped-query heads (head h reads key/value head h // group)."""
+    """Causal multi-head attention with grouped-query heads (head h reads key/value head h // group).
+
+    Two paths, equal to float rounding (``nohair_jax.attention``): plain materialises the
+    [B, H, T, T] weights, blockwise runs an online softmax over ``block_size`` tiles in O(T) memory.
+    ``implementation`` "auto" takes blockwise from ``attention.BLOCKWISE_FROM`` positions on when
+    no diagnostics are asked for (they read the full weights); force either for a whole model
+    with ``model.set_attributes(implementation="plain")`` (or "blockwise", ``block_size=...``).
+    """
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
+        self.implementation = "auto"
+        self.block_size = DEFAULT_BLOCK
         init = nnx.initializers.normal(cfg.init_std)
         # GPT-2's scaling of the projections that write into the residual stream.
         out_init = nnx.initializers.normal(cfg.init_std / math.sqrt(2 * cfg.n_layers))
@@ -257,23 +313,18 @@ class Attention(nnx.Module):
         v = self.v(kv).reshape(b, t, cfg.kv_heads, cfg.head_dim)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        group = cfg.n_heads // cfg.kv_heads
-        k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
-
-        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(cfg.head_dim, q.dtype))
-        causal = jnp.tril(jnp.ones((t, t), bool))
-        biased = logits
-        if cfg.prompt_logit_bias is not None:
-            biased = logits + prompt_logit_bias(t, cfg.prompt_logit_bias, logits.dtype)
-        weights = jax.nn.softmax(jnp.where(causal, biased, -jnp.inf), axis=-1)
-        out = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, t, cfg.n_heads * cfg.head_dim)
 
         stats = None
-        if diagnostics:
-            max_abs = jnp.max(jnp.where(causal, jnp.abs(logits), 0.0), axis=(1, 2, 3))
-            to_prompt = None if prompt_len is None else weights[..., :prompt_len].sum(-1)
-            stats = (max_abs, to_prompt)
-        return self.o(out), stats
+        if use_blockwise(self.implementation, t, diagnostics):
+            out = blockwise_attention(q, k, v, cfg.prompt_logit_bias, block=self.block_size)
+        else:
+            out, logits, weights = plain_attention(q, k, v, cfg.prompt_logit_bias)
+            if diagnostics:
+                causal = jnp.tril(jnp.ones((t, t), bool))
+                max_abs = jnp.max(jnp.where(causal, jnp.abs(logits), 0.0), axis=(1, 2, 3))
+                to_prompt = None if prompt_len is None else weights[..., :prompt_len].sum(-1)
+                stats = (max_abs, to_prompt)
+        return self.o(out.reshape(b, t, cfg.n_heads * cfg.head_dim)), stats
 
 
 class MLP(nnx.Module):
@@ -373,7 +424,7 @@ class Transformer(nnx.Module):
         elif cfg.position == "sinusoidal":
             x = x + sinusoidal_positions(length, cfg.d_model, x.dtype)[None]
         elif cfg.position == "rope":
-            rope = rope_tables(length, cfg.head_dim, cfg.rope_theta, x.dtype)
+            rope = rope_tables(length, cfg.head_dim, cfg.rope_theta, x.dtype, cfg.rope_scaling)
 
         hidden, scales, block_stats = [x], [], []
         for layer, block in enumerate(self.blocks):

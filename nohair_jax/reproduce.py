@@ -62,6 +62,9 @@ PARTS = (
          "A byte-level model trained on the embedded corpus, measured before and after training on held-out text."),
     Part("logit_bias", "The dilution-cancelling logit bias during training", "summary.json", ("logit_bias.png",),
          "The same model trained without and with the prompt logit bias, alpha measured along training."),
+    Part("depth_length_sweep", "Sweeps: alpha against depth, prompt length and continuation length", "summary.json",
+         ("depth_prompt/alpha_vs_depth.png", "depth_prompt/alpha_vs_prompt_len.png", "lengths/offsets_vs_t.png"),
+         "Untrained models over a grid, every seed and pair of a shape in one compiled program, beside the relay model."),
     Part("consensus", "Token dynamics: consensus and clusters under a feed-forward control", "summary.json",
          ("trajectories.png", "measures.png"),
          "Self-attention as interacting particles on the sphere, many random (Q, K, V) draws, with and without the control."),
@@ -85,6 +88,11 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
         "bound_check": ("quick", {}),
         "trained_vs_untrained": ("quick", dict(steps=300, length=1024, n_pairs=8)),
         "logit_bias": ("quick", dict(steps=150, measure_at=(0, 25, 50, 100, 150))),
+        "depth_length_sweep": ("quick", dict(
+            depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
+            lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
+            shared=dict(seeds=(0, 1), n_pairs=4, fit_t_min=32, n_boot=1000),
+        )),
         "consensus": ("quick", dict(draws=128)),
         "control_threshold": ("quick", dict(draws=128)),
         "transformer_dynamics": ("quick", dict(train_steps=150)),
@@ -292,6 +300,19 @@ def _sufficient(s):
     return text, None, _verdict(min(lows) > 0 and relay_min > 0 and len(lows) == len(fits))
 
 
+def _depth(s):
+    rows = s["depth_length_sweep"]["depth_prompt"]
+    by_prompt = {}
+    for r in sorted(rows, key=lambda r: r["depth"]):
+        by_prompt.setdefault(r["prompt_len"], []).append(r)
+    if any(len(v) < 2 or any(r["alpha"] is None for r in v) for v in by_prompt.values()):
+        return "needs two depths with fits at every prompt length", None, NOT_MEASURED
+    text = "; ".join(f"P={P}: " + ", ".join(f"L{r['depth']} {r['alpha']:.2f} (relay {r['relay']:.2f})" for r in v)
+                     for P, v in by_prompt.items())
+    falls = all(a["ci"][0] > b["ci"][1] for v in by_prompt.values() for a, b in zip(v, v[1:]))
+    return f"last-layer alpha by depth: {text}", None, _verdict(falls)
+
+
 def _consensus_rows(s, clusters: int):
     return [r for r in s["consensus"]["rows"] if r["clusters_targeted"] == clusters]
 
@@ -371,6 +392,8 @@ CLAIMS = (
           ("logit_bias",), _bias_claim(2)),
     Claim("dilution_sufficient", "Dilution is sufficient: untrained networks and the solvable model forget",
           "alpha > 0 without training", ("untrained_alpha", "relay_model"), _sufficient),
+    Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
+          "(last layer, intervals disjoint)", "alpha falls with depth L", ("depth_length_sweep",), _depth),
     Claim("ff_consensus", "A feed-forward control steers the tokens arbitrarily close to consensus whatever Q, K, V are",
           "every (Q, K, V)", ("consensus",), _consensus),
     Claim("ff_clusters", "The control result extends to convergence to several clusters", "every (Q, K, V)",

@@ -21,8 +21,13 @@ OUTPUTS = {
     "untrained_vs_relay": ("local_exponent.json", "local_exponent.png"),
     "trained_vs_untrained": ("summary.json", "trained_vs_untrained.png"),
     "logit_bias": ("summary.json", "logit_bias.png"),
+    "depth_length_sweep": ("summary.json", "depth_prompt/alpha_vs_depth.png", "depth_prompt/alpha_vs_prompt_len.png",
+                           "lengths/offsets_vs_t.png"),
     "bound_check": ("summary.json", "bound_margins.png"),
     "relay_model": ("summary.json", "relay_model.png"),
+    "consensus": ("summary.json", "series.npz", "trajectories.npz", "measures.png", "trajectories.png"),
+    "control_threshold": ("summary.json", "series.npz", "measures.png", "threshold.png"),
+    "transformer_dynamics": ("summary.json", "measures.npz", "transformer_dynamics.png"),
 }
 
 

@@ -1,0 +1,171 @@
+"""Causal attention over [B, T, heads, head_dim] arrays, two ways, equal to float rounding.
+
+``plain_attention`` materialises the [B, H, T, T] logits and weights: what the diagnostics read
+(the largest |logit|, the attention the prompt receives), and simple to compile and
+differentiate, but its memory grows as T^2 ([T, T] float32 at T = 65536 is 17 GB per head).
+
+``blockwise_attention`` holds a few [rows, block] tiles of logits at a time instead: queries and
+keys are cut into blocks of ``block`` positions and each query block walks over the key blocks at
+or below the diagonal with an online softmax (a running maximum and sum, rescaling the partial
+output when the maximum grows; Milakov & Gimelshein 2018, Rabe & Staats 2021, Dao et al. 2022).
+Memory is O(T * block) and the masked upper triangle is skipped, so long sequences cost about
+half the FLOPs of the plain path; tiles that stay in cache make it faster from T ~ 512 on.
+
+The tiles are walked in a static, balanced order: query blocks are paired (``r`` with ``n-1-r``),
+and the two blocks of a row pair need ``n + 1`` tiles together, so every row pair is one
+``lax.scan`` of ``n + 1`` steps. Static trip counts keep the function differentiable (no
+while-loop). Row pairs are independent: on a CPU they are split among ``lanes`` loops that run
+on separate cores, one tile at a time; on an accelerator one loop computes all of them at once.
+
+Grouped-query attention (``k``, ``v`` with fewer heads than ``q``) never repeats keys or values:
+the query heads that share a key/value head are folded into the rows of one matrix product.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+if TYPE_CHECKING:
+    from nohair_jax.model import PromptLogitBias
+
+IMPLEMENTATIONS = ("auto", "plain", "blockwise")
+# "auto" switches to blockwise from this length on (diagnostics off). On a CPU blockwise already
+# runs offsets 1.9x faster at T = 512 and 3x at 1024 (docs/benchmarks.md); shorter sequences, the
+# training contexts among them, keep the plain path: it compiles faster and its gradient is a
+# plain one.
+BLOCKWISE_FROM = 1024
+DEFAULT_BLOCK = 256
+
+
+def use_blockwise(implementation: str, length: int, diagnostics: bool) -> bool:
+    """Which path a call takes. Diagnostics read the full weights, so they need the plain path."""
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(f"attention implementation {implementation!r} is not one of {IMPLEMENTATIONS}")
+    if implementation == "blockwise" and diagnostics:
+        raise ValueError("diagnostics read the full attention weights: use implementation 'plain' or 'auto'")
+    if implementation == "auto":
+        return not diagnostics and length >= BLOCKWISE_FROM
+    return implementation == "blockwise"
+
+
+def prompt_bias(query_pos: jax.Array, key_pos: jax.Array, bias: PromptLogitBias, dtype) -> jax.Array:
+    """[Tq, Tk] additive logits of ``bias`` for 0-based positions query_pos int [Tq], key_pos int [Tk]:
+    gamma * log(i / P) for 1-based query i > P on keys j <= P, else 0."""
+    # Positions in at least float32: bfloat16 cannot even tell position 256 from 257.
+    query = (query_pos + 1).astype(jnp.promote_types(dtype, jnp.float32))[:, None]
+    boost = bias.gamma * jnp.log(query / bias.prompt_len)
+    on_prompt = (query > bias.prompt_len) & (key_pos[None, :] < bias.prompt_len)
+    return jnp.where(on_prompt, boost, 0.0).astype(dtype)
+
+
+def plain_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, bias: PromptLogitBias | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """q [B, T, H, hd], k, v [B, T, Hkv, hd] -> (out [B, T, H, hd], logits [B, H, T, T], weights [B, H, T, T]).
+
+    ``logits`` are q.k / sqrt(hd) before the prompt bias and the causal mask (what max |logit|
+    reads); ``weights`` are the causal softmax of the biased logits.
+    """
+    t, h, hd = q.shape[1:]
+    # Repeated keys and values are T * H * hd numbers beside the T^2 * H weights, and XLA's CPU
+    # backend runs this 4-d einsum 1.6x faster than one with the query group as a fifth axis.
+    group = h // k.shape[2]
+    k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(hd, q.dtype))
+    pos = jnp.arange(t)
+    biased = logits if bias is None else logits + prompt_bias(pos, pos, bias, logits.dtype)
+    causal = pos[:, None] >= pos[None, :]
+    weights = jax.nn.softmax(jnp.where(causal, biased, -jnp.inf), axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", weights, v), logits, weights
+
+
+def _tiles(x: jax.Array, n: int, size: int) -> jax.Array:
+    """[B, T', heads, group, hd] with T' = n * size -> [n, B, heads, group * size, hd] (block-major).
+
+    Query head h reads key/value head h // group: the group's heads become rows of one tile."""
+    b, _, heads, group, hd = x.shape
+    x = x.reshape(b, n, size, heads, group, hd).transpose(1, 0, 3, 4, 2, 5)
+    return x.reshape(n, b, heads, group * size, hd)
+
+
+def blockwise_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    bias: PromptLogitBias | None = None,
+    *,
+    block: int = DEFAULT_BLOCK,
+    lanes: int | None = None,
+    batch: int | None = None,
+) -> jax.Array:
+    """q [B, T, H, hd], k, v [B, T, Hkv, hd] -> out [B, T, H, hd]: causal softmax attention, online.
+
+    ``block``: the most positions per query and key block (the blocks are made as equal as an even
+    count of them allows, in multiples of 8). Any T works: the sequence is padded with positions
+    after the last, which no real query can see.
+    ``lanes``: independent loops over disjoint row pairs, which XLA's CPU runtime runs on
+    separate threads (None: one per CPU core on a CPU, 1 elsewhere).
+    ``batch``: row pairs each loop step computes at once, vectorised (None: 1 on a CPU, where a
+    tile stays in cache; all of them elsewhere, to fill an accelerator).
+    """
+    b, t, h, hd = q.shape
+    kv_heads = k.shape[2]
+    group = h // kv_heads
+    n = 2 * -(-t // (2 * block))  # even: query blocks r and n-1-r make one row pair
+    size = 8 * -(-t // (8 * n))  # <= block, padding under 8 per block: T = 4112 is not cut into 4608
+    pad = [(0, 0), (0, n * size - t), (0, 0), (0, 0), (0, 0)]
+    # Scaling q (T * hd products) instead of the logits (T^2 / 2) moves a rounding, nothing more.
+    q = q / jnp.sqrt(jnp.asarray(hd, q.dtype))
+    q_tiles = _tiles(jnp.pad(q.reshape(b, t, kv_heads, group, hd), pad), n, size)  # [n, B, Hkv, G*size, hd]
+    k_tiles = _tiles(jnp.pad(k[:, :, :, None], pad), n, size)  # [n, B, Hkv, size, hd]
+    v_tiles = _tiles(jnp.pad(v[:, :, :, None], pad), n, size)
+    row_offset = jnp.tile(jnp.arange(size), group)  # position within a block of each folded row
+    key_offset = jnp.arange(size)
+
+    def row_pair(r):
+        """Query blocks r and n-1-r: n + 1 tiles -> their outputs [2, B, Hkv, G*size, hd]."""
+
+        def tile(carry, step):
+            # Running max and sum [B, Hkv, rows], unnormalised output [B, Hkv, rows, hd], and the
+            # finished sum and output of block r, kept while block n-1-r runs.
+            top, l_sum, acc, first_sum, first_acc = carry
+            # Steps 0..r: block r on keys 0..r; then block n-1-r on keys 0..n-1-r, from a fresh state.
+            second, fresh = step > r, step == r + 1
+            first_sum, first_acc = jnp.where(fresh, l_sum, first_sum), jnp.where(fresh, acc, first_acc)
+            top = jnp.where(fresh, -jnp.inf, top)
+            l_sum, acc = jnp.where(fresh, 0.0, l_sum), jnp.where(fresh, 0.0, acc)
+            q_block = jnp.where(second, n - 1 - r, r)
+            k_block = jnp.where(second, step - r - 1, step)
+            q_pos, k_pos = q_block * size + row_offset, k_block * size + key_offset
+            logits = jnp.einsum("bhqd,bhkd->bhqk", q_tiles[q_block], k_tiles[k_block])
+            if bias is not None:
+                logits = logits + prompt_bias(q_pos, k_pos, bias, logits.dtype)
+            # Only the diagonal tile has masked entries; a select is cheaper than a branch.
+            logits = jnp.where(q_pos[:, None] >= k_pos[None, :], logits, -jnp.inf)
+            new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees its own key
+            p = jnp.exp(logits - new_top[..., None])
+            rescale = jnp.exp(top - new_top)  # 0 on a row's first tile (top = -inf)
+            l_sum = rescale * l_sum + p.sum(-1)
+            acc = rescale[..., None] * acc + jnp.einsum("bhqk,bhkd->bhqd", p, v_tiles[k_block])
+            return (new_top, l_sum, acc, first_sum, first_acc), None
+
+        rows = q_tiles.shape[1:-1]
+        sums, outputs = jnp.zeros(rows, q.dtype), jnp.zeros((*rows, hd), q.dtype)
+        init = (jnp.full(rows, -jnp.inf, q.dtype), sums, outputs, sums, outputs)
+        (_, l_sum, acc, first_sum, first_acc), _ = jax.lax.scan(tile, init, jnp.arange(n + 1))
+        return jnp.stack([first_acc / first_sum[..., None], acc / l_sum[..., None]])
+
+    on_cpu = jax.default_backend() == "cpu"
+    lanes = lanes or (min(os.cpu_count() or 1, n // 2) if on_cpu else 1)
+    batch = batch or (1 if on_cpu else n // 2)
+    pairs = jnp.concatenate([  # [n/2, 2, B, Hkv, G*size, hd]
+        jax.lax.map(row_pair, jnp.asarray(chunk), batch_size=batch) for chunk in np.array_split(np.arange(n // 2), lanes)
+    ])
+    blocks = jnp.concatenate([pairs[:, 0], pairs[::-1, 1]])  # block order 0..n-1
+    out = blocks.reshape(n, b, kv_heads, group, size, hd).transpose(1, 0, 4, 2, 3, 5)
+    return out.reshape(b, n * size, h, hd)[:, :t]

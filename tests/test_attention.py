@@ -1,0 +1,166 @@
+"""Blockwise attention against the plain path and an independent float64 numpy reference."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import nohair_jax as nh
+from nohair_jax.attention import BLOCKWISE_FROM, blockwise_attention, plain_attention, use_blockwise
+from nohair_jax.model import PromptLogitBias, TransformerConfig
+from test_model import Params, build, random_params, random_tokens, ref_forward
+
+
+@pytest.fixture(autouse=True)
+def full_precision():
+    """Full float32 matmuls, so the tolerances also hold on accelerators that default to TF32."""
+    with jax.default_matmul_precision("highest"):
+        yield
+
+
+def ref_attention(q, k, v, bias):
+    """Numpy float64, one (batch, head) at a time: q [B, T, H, hd], k, v [B, T, Hkv, hd] -> [B, T, H, hd]."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    batch, length, heads, hd = q.shape
+    group = heads // k.shape[2]
+    out = np.zeros_like(q)
+    for b in range(batch):
+        for h in range(heads):
+            scores = q[b, :, h] @ k[b, :, h // group].T / math.sqrt(hd)
+            if bias is not None:
+                for i in range(bias.prompt_len + 1, length + 1):  # 1-based queries after the prompt
+                    scores[i - 1, : bias.prompt_len] += bias.gamma * math.log(i / bias.prompt_len)
+            scores[np.triu_indices(length, 1)] = -np.inf
+            weights = np.exp(scores - scores.max(-1, keepdims=True))
+            out[b, :, h] = weights / weights.sum(-1, keepdims=True) @ v[b, :, h // group]
+    return out
+
+
+def random_qkv(seed, batch, length, heads, kv_heads, hd, scale=1.5):
+    """Logits of order a few (scale 1.5 per component): attention far from uniform."""
+    keys = jax.random.split(jax.random.key(seed), 3)
+    shapes = ((batch, length, heads, hd), (batch, length, kv_heads, hd), (batch, length, kv_heads, hd))
+    return [scale * jax.random.normal(key, shape, jnp.float32) for key, shape in zip(keys, shapes)]
+
+
+@pytest.mark.parametrize(
+    "batch, length, heads, kv_heads, hd, block, bias",
+    [
+        (1, 1, 1, 1, 4, 512, PromptLogitBias(prompt_len=1)),  # one position, block larger than T
+        (2, 37, 4, 4, 8, 8, None),  # T not a multiple of the block
+        (2, 203, 6, 2, 16, 32, PromptLogitBias(prompt_len=40, gamma=1.3)),  # grouped-query, prompt spans blocks
+    ],
+)
+def test_blockwise_and_plain_match_float64_reference(batch, length, heads, kv_heads, hd, block, bias):
+    q, k, v = random_qkv(length, batch, length, heads, kv_heads, hd)
+    want = ref_attention(q, k, v, bias)
+    plain = plain_attention(q, k, v, bias)[0]
+    blockwise = jax.jit(lambda q, k, v: blockwise_attention(q, k, v, bias, block=block))(q, k, v)
+    for got in (plain, blockwise):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=2e-5 * np.abs(want).max())
+    # The two float32 paths are as close to each other as to the reference.
+    np.testing.assert_allclose(np.asarray(blockwise), np.asarray(plain), rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("lanes, batch", [(2, 2), (1, 5)])
+def test_blockwise_schedules_agree(lanes, batch):
+    """Loops and vectorised row pairs (the CPU and accelerator schedules) are one computation;
+    T = 150 in blocks of 15 is 5 row pairs: (2, 2) leaves remainders in both the lanes and a batch."""
+    q, k, v = random_qkv(3, 1, 150, 4, 2, 8)
+    bias = PromptLogitBias(prompt_len=7)
+    want = ref_attention(q, k, v, bias)
+    got = jax.jit(lambda q, k, v: blockwise_attention(q, k, v, bias, block=15, lanes=lanes, batch=batch))(q, k, v)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
+def test_blockwise_gradient_matches_plain():
+    """Static trip counts (lax.scan, no while loop): the blockwise path can be differentiated."""
+    q, k, v = random_qkv(4, 1, 30, 2, 1, 8)
+    bias = PromptLogitBias(prompt_len=3)
+
+    def loss(fn):
+        return lambda q, k, v: jnp.sum(jnp.sin(fn(q, k, v)))
+
+    grad = lambda fn: jax.jit(jax.grad(loss(fn), argnums=(0, 1, 2)))(q, k, v)
+    plain = grad(lambda q, k, v: plain_attention(q, k, v, bias)[0])
+    blockwise = grad(lambda q, k, v: blockwise_attention(q, k, v, bias, block=8, lanes=1))
+    for got, want in zip(blockwise, plain):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_choice_of_path():
+    assert not use_blockwise("auto", BLOCKWISE_FROM - 1, diagnostics=False)
+    assert use_blockwise("auto", BLOCKWISE_FROM, diagnostics=False)
+    assert not use_blockwise("auto", 10 * BLOCKWISE_FROM, diagnostics=True)  # diagnostics need the weights
+    assert use_blockwise("blockwise", 3, diagnostics=False)
+    assert not use_blockwise("plain", 10 * BLOCKWISE_FROM, diagnostics=False)
+    with pytest.raises(ValueError, match="diagnostics read the full attention weights"):
+        use_blockwise("blockwise", 3, diagnostics=True)
+    with pytest.raises(ValueError, match="is not one of"):
+        use_blockwise("flash", 3, diagnostics=False)
+
+
+def small_config(**overrides):
+    kw = dict(vocab_size=29, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=48, position="rope", max_len=64)
+    return TransformerConfig(**(kw | overrides))
+
+
+def test_model_blockwise_matches_float64_reference():
+    """The whole forward pass (rope, grouped-query, prompt bias) with forced blockwise attention in
+    small blocks against the numpy float64 model of test_model and against the plain path; and
+    with keys and values read from other residual streams (the patching of ``paths``)."""
+    cfg = small_config(prompt_logit_bias=PromptLogitBias(prompt_len=6, gamma=0.8))
+    params = random_params(cfg, seed=5)
+    model = build(cfg, params, jnp.float32)
+    tokens = jnp.asarray(random_tokens(cfg, 2, 45, seed=6))
+    kv_streams = jax.random.normal(jax.random.key(7), (cfg.n_layers, 2, 45, cfg.d_model))
+    run = nnx.jit(lambda model, kv_streams: model(tokens, kv_streams=kv_streams))
+    want = ref_forward(cfg, Params(params), tokens)
+    plain, plain_patched = run(model, None), run(model, kv_streams)
+    model.set_attributes(implementation="blockwise", block_size=8)
+    blockwise, blockwise_patched = run(model, None), run(model, kv_streams)
+    scale = np.abs(want["hidden"]).max()
+    for got in (plain, blockwise):
+        np.testing.assert_allclose(np.asarray(got.hidden), want["hidden"], rtol=0, atol=1e-5 * scale)
+    np.testing.assert_allclose(np.asarray(blockwise.logits), np.asarray(plain.logits), rtol=0, atol=1e-5 * scale)
+    np.testing.assert_allclose(
+        np.asarray(blockwise_patched.hidden), np.asarray(plain_patched.hidden), rtol=0, atol=1e-5 * scale
+    )
+    assert not np.allclose(np.asarray(plain_patched.hidden[-1]), np.asarray(plain.hidden[-1]))  # patching matters
+    with pytest.raises(ValueError, match="diagnostics read the full attention weights"):
+        model(tokens, diagnostics=True)
+
+
+def test_long_offsets_agree_between_paths():
+    """prompt_pair_offsets at P + T = 3016 (auto takes blockwise there) against forced plain."""
+    cfg = small_config(position="learned", n_kv_heads=None, max_len=3016, prompt_logit_bias=PromptLogitBias(16))
+    model = nh.Transformer(cfg, rngs=nnx.Rngs(1))
+    pairs = nh.random_prompt_pairs(2, 1, 16, 3000, cfg.vocab_size)
+    blockwise = nh.prompt_pair_offsets(model, *pairs)  # "auto"
+    model.set_attributes(implementation="plain")
+    plain = nh.prompt_pair_offsets(model, *pairs)
+    # l2 is a difference of hidden states: its rounding is relative to their norm, not to l2.
+    np.testing.assert_allclose(blockwise.l2, plain.l2, rtol=1e-4, atol=1e-5 * plain.norm.max())
+    np.testing.assert_allclose(blockwise.norm, plain.norm, rtol=1e-5)
+    np.testing.assert_allclose(blockwise.kl, plain.kl, rtol=1e-3, atol=1e-6)
+
+
+def temp_bytes(fn, length, heads=4, hd=32):
+    """Scratch memory XLA plans for fn(q, k, v) at T = length, from the compiled program (not run)."""
+    x = jax.ShapeDtypeStruct((1, length, heads, hd), jnp.float32)
+    stats = jax.jit(fn).lower(x, x, x).compile().memory_analysis()
+    if stats is None:
+        pytest.skip("this backend reports no compiled memory statistics")
+    return stats.temp_size_in_bytes
+
+
+def test_memory_linear_in_length():
+    """Doubling T: the blockwise scratch grows ~2x (linear), the plain one 4x (its [H, T, T] weights)."""
+    blockwise = [temp_bytes(lambda q, k, v: blockwise_attention(q, k, v, block=256), t) for t in (2048, 4096)]
+    plain = [temp_bytes(lambda q, k, v: plain_attention(q, k, v)[0], t) for t in (1024, 2048)]
+    assert blockwise[1] / blockwise[0] < 2.5
+    assert plain[1] / plain[0] > 3.5
+    assert blockwise[1] < plain[1] / 10  # at T = 4096 vs 2048 already
