@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BENCH_VENV ?= .venv-bench
 OUT ?= results
 
-.PHONY: run test bench bench-tl clean
+.PHONY: run test bench bench-mfu bench-memory bench-gpu bench-tl clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,18 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/offsets.py
+
+# Model FLOP utilisation, plain vs blockwise attention (~15 min on 2 cores).
+bench-mfu: $(VENV)/.installed
+	$(BIN)/python benchmarks/mfu.py
+
+# Peak memory against T = 1k..64k and the time of the T = 65536 pair (~15 min on 2 cores).
+bench-memory: $(VENV)/.installed
+	$(BIN)/python benchmarks/memory.py
+
+# Both at GPU sizes, under five minutes; installs jax[cuda12] into .venv-gpu first.
+bench-gpu:
+	bash benchmarks/gpu.sh
 
 $(BENCH_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)

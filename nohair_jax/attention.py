@@ -12,10 +12,11 @@ Memory is O(T * block) and the masked upper triangle is skipped, so long sequenc
 half the FLOPs of the plain path; tiles that stay in cache make it faster from T ~ 512 on.
 
 The tiles are walked in a static, balanced order: query blocks are paired (``r`` with ``n-1-r``),
-and the two blocks of a row pair need ``n + 1`` tiles together, so every row pair is one
-``lax.scan`` of ``n + 1`` steps. Static trip counts keep the function differentiable (no
-while-loop). Row pairs are independent: on a CPU they are split among ``lanes`` loops that run
-on separate cores, one tile at a time; on an accelerator one loop computes all of them at once.
+and the two blocks of a row pair have ``n - 1`` tiles below the diagonal together, so every row
+pair is its two (masked) diagonal tiles and one ``lax.scan`` of ``n - 1`` unmasked steps. Static
+trip counts keep the function differentiable (no while-loop). Row pairs are independent: on a
+CPU they are split among ``lanes`` loops that run on separate cores, one tile at a time; on an
+accelerator one loop computes all of them at once.
 
 Grouped-query attention (``k``, ``v`` with fewer heads than ``q``) never repeats keys or values:
 the query heads that share a key/value head are folded into the rows of one matrix product.
@@ -39,7 +40,7 @@ IMPLEMENTATIONS = ("auto", "plain", "blockwise")
 # training contexts among them, keep the plain path: it compiles faster and its gradient is a
 # plain one.
 BLOCKWISE_FROM = 1024
-DEFAULT_BLOCK = 256
+DEFAULT_BLOCK = 512
 
 
 def use_blockwise(implementation: str, length: int, diagnostics: bool) -> bool:
@@ -127,37 +128,44 @@ def blockwise_attention(
     row_offset = jnp.tile(jnp.arange(size), group)  # position within a block of each folded row
     key_offset = jnp.arange(size)
 
-    def row_pair(r):
-        """Query blocks r and n-1-r: n + 1 tiles -> their outputs [2, B, Hkv, G*size, hd]."""
-
-        def tile(carry, step):
-            # Running max and sum [B, Hkv, rows], unnormalised output [B, Hkv, rows, hd], and the
-            # finished sum and output of block r, kept while block n-1-r runs.
-            top, l_sum, acc, first_sum, first_acc = carry
-            # Steps 0..r: block r on keys 0..r; then block n-1-r on keys 0..n-1-r, from a fresh state.
-            second, fresh = step > r, step == r + 1
-            first_sum, first_acc = jnp.where(fresh, l_sum, first_sum), jnp.where(fresh, acc, first_acc)
-            top = jnp.where(fresh, -jnp.inf, top)
-            l_sum, acc = jnp.where(fresh, 0.0, l_sum), jnp.where(fresh, 0.0, acc)
-            q_block = jnp.where(second, n - 1 - r, r)
-            k_block = jnp.where(second, step - r - 1, step)
-            q_pos, k_pos = q_block * size + row_offset, k_block * size + key_offset
-            logits = jnp.einsum("bhqd,bhkd->bhqk", q_tiles[q_block], k_tiles[k_block])
-            if bias is not None:
-                logits = logits + prompt_bias(q_pos, k_pos, bias, logits.dtype)
-            # Only the diagonal tile has masked entries; a select is cheaper than a branch.
+    def update(state, q_block, k_block, diagonal: bool):
+        """Fold tile (q_block, k_block) into a query block's online-softmax state: running max
+        and sum [B, Hkv, rows], unnormalised output [B, Hkv, rows, hd]."""
+        top, l_sum, acc = state
+        q_pos, k_pos = q_block * size + row_offset, k_block * size + key_offset
+        logits = jnp.einsum("bhqd,bhkd->bhqk", q_tiles[q_block], k_tiles[k_block])
+        if bias is not None:
+            logits = logits + prompt_bias(q_pos, k_pos, bias, logits.dtype)
+        if diagonal:  # the only tiles with masked entries; masking every tile would cost ~15 %
             logits = jnp.where(q_pos[:, None] >= k_pos[None, :], logits, -jnp.inf)
-            new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees its own key
-            p = jnp.exp(logits - new_top[..., None])
-            rescale = jnp.exp(top - new_top)  # 0 on a row's first tile (top = -inf)
-            l_sum = rescale * l_sum + p.sum(-1)
-            acc = rescale[..., None] * acc + jnp.einsum("bhqk,bhkd->bhqd", p, v_tiles[k_block])
-            return (new_top, l_sum, acc, first_sum, first_acc), None
+        new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees a key
+        p = jnp.exp(logits - new_top[..., None])
+        rescale = jnp.exp(top - new_top)  # 0 on a block's first tile (top = -inf)
+        l_sum = rescale * l_sum + p.sum(-1)
+        acc = rescale[..., None] * acc + jnp.einsum("bhqk,bhkd->bhqd", p, v_tiles[k_block])
+        return new_top, l_sum, acc
 
-        rows = q_tiles.shape[1:-1]
-        sums, outputs = jnp.zeros(rows, q.dtype), jnp.zeros((*rows, hd), q.dtype)
-        init = (jnp.full(rows, -jnp.inf, q.dtype), sums, outputs, sums, outputs)
-        (_, l_sum, acc, first_sum, first_acc), _ = jax.lax.scan(tile, init, jnp.arange(n + 1))
+    rows = q_tiles.shape[1:-1]
+    empty = (jnp.full(rows, -jnp.inf, q.dtype), jnp.zeros(rows, q.dtype), jnp.zeros((*rows, hd), q.dtype))
+
+    def row_pair(r):
+        """Query blocks r and n-1-r: their diagonal tiles, then n - 1 tiles below the diagonal in
+        one scan -> outputs [2, B, Hkv, G*size, hd]."""
+        own = jnp.stack([r, n - 1 - r])
+        diagonal = jax.vmap(lambda i: update(empty, i, i, diagonal=True))(own)
+        take = lambda i: jax.tree_util.tree_map(lambda x: x[i], diagonal)
+
+        def step(carry, s):
+            # Steps 0..r-1: block r on keys 0..r-1; from step r on, block n-1-r on keys 0..n-2-r.
+            state, first = carry
+            fresh = s == r
+            first = jax.tree_util.tree_map(lambda a, b: jnp.where(fresh, a, b), state, first)
+            state = jax.tree_util.tree_map(lambda a, b: jnp.where(fresh, a, b), take(1), state)
+            second = s >= r
+            state = update(state, jnp.where(second, n - 1 - r, r), jnp.where(second, s - r, s), diagonal=False)
+            return (state, first), None
+
+        ((_, l_sum, acc), (_, first_sum, first_acc)), _ = jax.lax.scan(step, (take(0), take(0)), jnp.arange(n - 1))
         return jnp.stack([first_acc / first_sum[..., None], acc / l_sum[..., None]])
 
     on_cpu = jax.default_backend() == "cpu"

@@ -8,7 +8,7 @@ import pytest
 from flax import nnx
 
 import nohair_jax as nh
-from nohair_jax.offsets import check_pairs
+from nohair_jax.offsets import check_pairs, next_token_kl
 
 SMALL = nh.TransformerConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
 
@@ -117,6 +117,24 @@ def test_relative_and_kl_against_direct_computation():
     kl = (np.exp(lp_a) * (lp_a - lp_b)).sum(-1)
     np.testing.assert_allclose(off.kl, kl, rtol=1e-10, atol=1e-15)
     assert np.all(off.kl > 0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0])
+def test_next_token_kl_matches_scipy_in_float64(scale):
+    """The float32 KL against scipy's rel_entr on float64 softmaxes, for near and far pairs and for
+    logits large enough that an unshifted exp would overflow."""
+    from scipy.special import rel_entr, softmax
+
+    rng = np.random.default_rng(1)
+    za = scale * rng.standard_normal((3, 5, 4096))
+    zb = za + np.array([1e-3, 0.1, 1.0])[:, None, None] * scale * rng.standard_normal(za.shape)
+    za[0, 0, 7] = zb[0, 0, 7] = 100.0 * scale  # one dominant token in both
+    got = np.asarray(next_token_kl(za.astype(np.float32), zb.astype(np.float32)))
+    ref = rel_entr(softmax(za, -1), softmax(zb, -1)).sum(-1)
+    # float32 logits of magnitude ~4 * scale carry rounding ~1e-7 * 4 * scale into the KL
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-6 * scale)
+    assert np.sum(ref > 1e-4) >= 5  # not a test of zeros
+    assert np.all(np.asarray(next_token_kl(za.astype(np.float32), za.astype(np.float32))) == 0)
 
 
 def test_shared_continuation_is_broadcast():
