@@ -3,8 +3,9 @@
 Everything is measured side by side in one run (shared machines drift; ratios are what hold):
   1. the peak: a large float32 jnp.dot, in FLOP/s;
   2. for d_model 128 and 512 and T 1024 and 4096: tokens per second of ``prompt_pair_offsets``
-     (both sequences of a pair counted) and model FLOP utilisation, with the FLOPs of one call
-     taken from XLA's cost analysis of the compiled program;
+     (both sequences of a pair counted) and model FLOP utilisation, in the useful FLOPs of
+     ``mfu.useful_flops`` (XLA's cost analysis counts a loop body once, so it cannot count the
+     blockwise attention);
   3. pairs per call 1 against 2 and 4 (batched), the chunking choice of the offsets module.
 
     python benchmarks/offsets.py            # the table (a few minutes on 2 CPU cores)
@@ -18,12 +19,10 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from flax import nnx
 
 import nohair_jax as nh
+from mfu import useful_flops  # benchmarks/ is on the path when a script in it runs
 from nohair_jax.measure import untrained_model
-from nohair_jax.offsets import _pairs_call, pair_offsets
 
 
 def best_time(fn, repeats: int) -> float:
@@ -49,14 +48,7 @@ def offsets_rate(d_model: int, length: int, pairs_per_call: int, n_pairs: int, r
     model = untrained_model(4, d_model=d_model, max_len=length + 16)
     pairs = nh.random_prompt_pairs(0, n_pairs, 16, length, model.config.vocab_size)
     seconds = best_time(lambda: nh.prompt_pair_offsets(model, *pairs, pairs_per_call=pairs_per_call).l2, repeats)
-    graphdef, state = nnx.split(model)
-    k = pairs_per_call
-    with jax.default_matmul_precision("highest"):
-        compiled = _pairs_call.lower(pair_offsets, graphdef, state, *(x[:k] for x in pairs)).compile()
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    calls = -(-n_pairs // k)
-    flops = cost["flops"] * calls
+    flops = 2 * n_pairs * useful_flops(model.config, 16 + length)
     tokens = 2 * n_pairs * (16 + length)
     return dict(tokens_per_s=tokens / seconds, flops_per_s=flops / seconds, seconds=seconds)
 
