@@ -14,7 +14,6 @@ Writes ``<out>/depth_<L>/{bound.npz, bound.json, bound.png}``, ``<out>/summary.j
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.bound import check_bound
 from nohair_jax.measure import untrained_model
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -74,10 +73,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/bound_check"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser = experiment_parser(__doc__, "bound_check", PROFILES)
     args = parser.parse_args()
     for row in run(args.profile, args.out, args.seed)["rows"]:
         holds = "conditions hold" if not row["failures"] else "; ".join(row["failures"])

@@ -17,9 +17,9 @@ Writes ``summary.json``, ``series.npz``, ``measures.png`` (measures against time
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from nohair_jax.results import experiment_parser
 from nohair_jax.token_dynamics import gain_sweep, sweep_table
 
 PROFILES = {
@@ -38,10 +38,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/control_threshold"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser = experiment_parser(__doc__, "control_threshold", PROFILES)
     args = parser.parse_args()
     print(sweep_table(run(args.profile, args.out, args.seed)))
 

@@ -20,11 +20,10 @@ alpha_vs_depth.png, alpha_vs_prompt_len.png, offsets_vs_t.png) and ``<out>/summa
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import nohair_jax as nh
-from nohair_jax.results import save_json
+from nohair_jax.results import experiment_parser, save_json
 from nohair_jax.sweep import sweep_table
 
 PROFILES = {
@@ -77,9 +76,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/depth_length_sweep"))
+    parser = experiment_parser(__doc__, "depth_length_sweep", PROFILES, seed=False)
     args = parser.parse_args()
     run(args.profile, args.out)
 

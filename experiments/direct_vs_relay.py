@@ -13,7 +13,6 @@ Writes ``split.npz`` (t, total, direct, relay), ``split.json`` (fits per layer a
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.measure import fit_layers, untrained_model
 from nohair_jax.paths import direct_relay_split
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -66,10 +65,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/direct_vs_relay"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser = experiment_parser(__doc__, "direct_vs_relay", PROFILES)
     args = parser.parse_args()
     result = run(args.profile, args.out, args.seed)
     for part in PARTS:

@@ -15,7 +15,6 @@ checkpoint), drawn from the saved files.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.results import claims_table, load_json, save_figure, save_json
+from nohair_jax.results import claims_table, experiment_parser, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
 PROFILES = {
@@ -104,10 +103,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/logit_bias"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser = experiment_parser(__doc__, "logit_bias", PROFILES)
     args = parser.parse_args()
     summary = run(args.profile, args.out, args.seed)
     for name, r in summary["runs"].items():

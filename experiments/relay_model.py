@@ -16,7 +16,6 @@ Writes ``summary.json`` and ``relay_model.png`` (drawn from it).
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nohair_jax import relay
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(prompt_len=4, depths=(1, 2, 3), exact_length=64, length=2048, t_max=1e6),
@@ -87,9 +86,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/relay_model"))
+    parser = experiment_parser(__doc__, "relay_model", PROFILES, seed=False)
     args = parser.parse_args()
     for row in run(args.profile, args.out)["rows"]:
         ratios = ", ".join(f"{r:.3g}" for r in row["ratio_to_shape"])

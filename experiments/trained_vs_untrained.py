@@ -20,7 +20,6 @@ summary records the training context next to every alpha.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.measure import fit_layers
-from nohair_jax.results import claims_table, load_json, save_figure, save_json
+from nohair_jax.results import claims_table, experiment_parser, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, offsets_callback, train
 
 PROFILES = {
@@ -127,9 +126,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/trained_vs_untrained"))
+    parser = experiment_parser(__doc__, "trained_vs_untrained", PROFILES, seed=False)
     parser.add_argument("--position", choices=("rope", "none"), default="rope",
                         help="position encoding; both extrapolate beyond the training context (default rope)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,

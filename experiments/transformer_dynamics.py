@@ -27,7 +27,6 @@ Writes ``train/`` (when it trains), ``measures.npz`` (every measure per layer an
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.measure import untrained_model
 from nohair_jax.model import Transformer, TransformerConfig
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
 from nohair_jax.token_dynamics import layer_measures
 from nohair_jax.train import TrainConfig, eval_windows, load_trained, train
 
@@ -138,12 +137,9 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/transformer_dynamics"))
+    parser = experiment_parser(__doc__, "transformer_dynamics", PROFILES)
     parser.add_argument("--checkpoint-dir", type=Path, default=None,
                         help="a training run folder to load the trained model from instead of training one")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     summary = run(args.profile, args.out, args.seed, checkpoint_dir=args.checkpoint_dir)
     for row in summary["rows"]:

@@ -13,14 +13,13 @@ Writes ``<out>/depth_<L>/{offsets.npz, fit.json, offsets.png}``, ``<out>/summary
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.measure import measure_model, untrained_model
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -64,10 +63,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/untrained_alpha"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser = experiment_parser(__doc__, "untrained_alpha", PROFILES)
     args = parser.parse_args()
     result = run(args.profile, args.out, args.seed)
     for row in result["rows"]:

@@ -13,7 +13,6 @@ network's and the relay model's exponents on the binned grid) and ``local_expone
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.measure import untrained_model
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=256, n_pairs=2),
@@ -69,10 +68,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=PROFILES, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results/untrained_vs_relay"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser = experiment_parser(__doc__, "untrained_vs_relay", PROFILES)
     args = parser.parse_args()
     result = run(args.profile, args.out, args.seed)
     for row in result["layers"]:

@@ -6,6 +6,7 @@ interrupted run never leaves a half-written result that a later run or a reader 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -79,3 +80,15 @@ def claims_table(rows: list[dict]) -> str:
     widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in ("claim", "paper", "measured", "verdict")}
     line = lambda r: "  ".join(str(r[k]).ljust(w) for k, w in widths.items())  # noqa: E731
     return "\n".join([line({k: k for k in widths}), line({k: "-" * w for k, w in widths.items()}), *map(line, rows)])
+
+
+def experiment_parser(doc: str, name: str, profiles, *, seed: bool = True) -> argparse.ArgumentParser:
+    """The command line every experiment script shares: ``--profile`` (one of ``profiles``, default
+    quick), ``--out`` (default ``results/<name>``) and, when the experiment takes one, ``--seed``.
+    Add the experiment's own arguments to the parser returned."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=profiles, default="quick")
+    parser.add_argument("--out", type=Path, default=Path("results") / name)
+    if seed:
+        parser.add_argument("--seed", type=int, default=0)
+    return parser

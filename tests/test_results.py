@@ -1,11 +1,12 @@
-"""Result files are written whole or not at all."""
+"""Result files are written whole or not at all; the command line the experiment scripts share."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nohair_jax.results import atomic_path, load_json, save_json, save_npz
+from nohair_jax.results import atomic_path, experiment_parser, load_json, save_json, save_npz
 
 
 def test_failed_write_leaves_nothing_behind(tmp_path):
@@ -42,3 +43,15 @@ def test_npz_round_trip(tmp_path):
     with np.load(tmp_path / "o.npz") as data:
         np.testing.assert_array_equal(data["l2"], x)
         np.testing.assert_array_equal(data["t"], [1, 2, 3, 4])
+
+
+def test_experiment_parser_defaults_and_errors(capsys):
+    profiles = {"smoke": {}, "quick": {}}
+    args = experiment_parser("doc", "relay_model", profiles).parse_args([])
+    assert (args.profile, args.out, args.seed) == ("quick", Path("results/relay_model"), 0)
+    args = experiment_parser("doc", "x", profiles).parse_args(["--profile", "smoke", "--out", "o", "--seed", "3"])
+    assert (args.profile, args.out, args.seed) == ("smoke", Path("o"), 3)
+    assert not hasattr(experiment_parser("doc", "x", profiles, seed=False).parse_args([]), "seed")
+    with pytest.raises(SystemExit):
+        experiment_parser("doc", "x", profiles).parse_args(["--profile", "huge"])
+    assert "invalid choice: 'huge'" in capsys.readouterr().err
