@@ -13,8 +13,8 @@ pairs in one batch); only the fastest is timed and compared against.
 Against it, in the same process and interleaved repeat by repeat:
   * ``nohair_jax.prompt_pair_offsets`` at default settings (and other ``pairs_per_call``), on the
     same weights: the folder the transformers model was saved to, read back with
-    ``nohair_jax.checkpoints.load_checkpoint`` (or converted by hand here where that module is
-    missing); it computes more than TransformerLens does here (relative offsets, norms, KL);
+    ``nohair_jax.checkpoints.load_checkpoint``; it computes more than TransformerLens does here
+    (relative offsets, norms, KL);
   * a plain jitted JAX forward of both sequences of each pair (the two passes that
     ``pair_offsets`` runs, without the offset and KL arithmetic): the floor.
 
@@ -65,6 +65,7 @@ import transformers
 from flax import nnx
 
 import nohair_jax as nh
+from nohair_jax.checkpoints import load_checkpoint
 
 TARGETS = {1024: 3.0, 8192: 10.0}  # issue 5: nohair / TransformerLens throughput at these T
 ATTENTION_BUDGET = 3 * 2**30  # bytes of float32 [batch, heads, S, S] attention weights one call may hold
@@ -152,60 +153,6 @@ def boot_bridge(folder: Path, hf_model, tokenizer):
         bridge = TransformerBridge.boot_transformers(str(folder), hf_model=hf_model, tokenizer=tokenizer, device="cpu")
     bridge.eval()
     return bridge
-
-
-def nohair_model(folder: Path, hf_model, shape: Shape, how: str):
-    """The project's model on the same weights: load_checkpoint of the folder, or a hand conversion."""
-    if how in ("auto", "checkpoint"):
-        try:
-            from nohair_jax.checkpoints import load_checkpoint
-        except ImportError as err:
-            if how == "checkpoint":
-                raise
-            print(f"  (nohair_jax.checkpoints not importable: {err}; converting the state dict by hand)")
-        else:
-            model, _ = load_checkpoint(folder, seq_len=shape.seq)
-            return model, "nohair_jax.checkpoints.load_checkpoint"
-    return convert_by_hand(hf_model, shape), "hand conversion in this script"
-
-
-def convert_by_hand(hf_model, shape: Shape):
-    """GPT2LMHeadModel state dict -> Transformer (Conv1D weights are (in, out) already)."""
-    import jax.numpy as jnp
-
-    sd = {k: v.detach().cpu().numpy() for k, v in hf_model.state_dict().items()}
-    cfg = nh.TransformerConfig(
-        vocab_size=shape.vocab, d_model=shape.d_model, n_heads=shape.n_heads, n_layers=shape.n_layers,
-        mlp="gelu_tanh", norm="layernorm", position="learned", bias=True, tied_embeddings=True, max_len=shape.seq,
-    )
-    model = nh.Transformer(cfg, rngs=nnx.Rngs(0))
-
-    def put(param, array):
-        assert param.value.shape == array.shape, (param.value.shape, array.shape)
-        param.value = jnp.asarray(array, param.value.dtype)
-
-    put(model.embed.embedding, sd["transformer.wte.weight"])
-    put(model.pos_embed.embedding, sd["transformer.wpe.weight"])
-    d = shape.d_model
-    for i, block in enumerate(model.blocks):
-        p = f"transformer.h.{i}."
-        put(block.attn_norm.scale, sd[p + "ln_1.weight"])
-        put(block.attn_norm.bias, sd[p + "ln_1.bias"])
-        w, b = sd[p + "attn.c_attn.weight"], sd[p + "attn.c_attn.bias"]
-        for j, proj in enumerate((block.attn.q, block.attn.k, block.attn.v)):
-            put(proj.kernel, w[:, j * d : (j + 1) * d])
-            put(proj.bias, b[j * d : (j + 1) * d])
-        put(block.attn.o.kernel, sd[p + "attn.c_proj.weight"])
-        put(block.attn.o.bias, sd[p + "attn.c_proj.bias"])
-        put(block.mlp_norm.scale, sd[p + "ln_2.weight"])
-        put(block.mlp_norm.bias, sd[p + "ln_2.bias"])
-        put(block.mlp.up.kernel, sd[p + "mlp.c_fc.weight"])
-        put(block.mlp.up.bias, sd[p + "mlp.c_fc.bias"])
-        put(block.mlp.down.kernel, sd[p + "mlp.c_proj.weight"])
-        put(block.mlp.down.bias, sd[p + "mlp.c_proj.bias"])
-    put(model.final_norm.scale, sd["transformer.ln_f.weight"])
-    put(model.final_norm.bias, sd["transformer.ln_f.bias"])
-    return model
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,8 +257,8 @@ def run_shape(shape: Shape, args, fast_tokenizer, root: Path) -> list[dict]:
     print(f"  random GPT2LMHeadModel saved with its tokenizer to {folder.name} ({seconds:.1f} s)")
     seconds, bridge = timed(lambda: boot_bridge(folder, hf_model, tokenizer))
     print(f"  TransformerBridge.boot_transformers: {seconds:.1f} s")
-    seconds, (model, how) = timed(lambda: nohair_model(folder, hf_model, shape, args.convert))
-    print(f"  nohair model from the same weights by {how}: {seconds:.1f} s; attention: {attention_path(model, shape)}")
+    seconds, (model, _) = timed(lambda: load_checkpoint(folder, seq_len=shape.seq))
+    print(f"  nohair model from the same weights by load_checkpoint: {seconds:.1f} s; attention: {attention_path(model, shape)}")
     pairs = nh.random_prompt_pairs(args.seed, shape.n_pairs, shape.prompt_len, shape.length, shape.vocab)
     names = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(shape.n_layers)]
 
@@ -445,8 +392,6 @@ def main() -> None:
                         help="torch thread counts to try for TransformerLens, e.g. 2,1 (default: the core count and 1, "
                              "tried at the first shape and kept for the others)")
     parser.add_argument("--pairs-per-call", default="1,2,4", help="nohair pairs_per_call to try; 1 is the default")
-    parser.add_argument("--convert", choices=("auto", "checkpoint", "hand"), default="auto",
-                        help="weights into nohair: load_checkpoint of the saved folder, or by hand (auto: the first if importable)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     args.tl_batches = [int(x) for x in args.tl_batches.split(",")]
