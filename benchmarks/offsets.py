@@ -18,10 +18,9 @@ import argparse
 import time
 
 import jax
-import jax.numpy as jnp
 
 import nohair_jax as nh
-from mfu import useful_flops  # benchmarks/ is on the path when a script in it runs
+from mfu import matmul_case, useful_flops  # benchmarks/ is on the path when a script in it runs
 from nohair_jax.measure import untrained_model
 
 
@@ -34,13 +33,6 @@ def best_time(fn, repeats: int) -> float:
         jax.block_until_ready(fn())
         times.append(time.perf_counter() - start)
     return min(times)
-
-
-def matmul_peak(n: int, repeats: int) -> float:
-    """FLOP/s of an n x n float32 matrix product at full precision."""
-    x = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    dot = jax.jit(lambda a: jnp.dot(a, a, precision="highest"))
-    return 2 * n**3 / best_time(lambda: dot(x), repeats)
 
 
 def offsets_rate(d_model: int, length: int, pairs_per_call: int, n_pairs: int, repeats: int) -> dict:
@@ -61,7 +53,8 @@ def main() -> None:
     widths, lengths = ((128,), (256, 1024)) if args.quick else ((128, 512), (1024, 4096))
 
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {jax.device_count()} device(s)")
-    peak = matmul_peak(1024 if args.quick else 2048, args.repeats)
+    dot, dot_flops = matmul_case(1024 if args.quick else 2048)
+    peak = dot_flops / best_time(dot, args.repeats)
     print(f"matmul peak (float32, highest precision): {peak / 1e9:.1f} GFLOP/s\n")
 
     print(f"{'d_model':>7} {'T':>5} {'pairs/call':>10} {'tokens/s':>10} {'GFLOP/s':>8} {'of peak':>7} {'vs 1 pair/call':>14}")
