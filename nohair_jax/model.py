@@ -394,6 +394,25 @@ class Transformer(nnx.Module):
             )
         )
 
+    def embed_tokens(self, tokens: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
+        """tokens int [B, T] -> (h_0 [B, T, D]: token plus absolute position embeddings, the RoPE
+        (cos, sin) tables [T, head_dim] the blocks rotate by, or None): what block 1 receives."""
+        cfg = self.config
+        if tokens.ndim != 2:
+            raise ValueError(f"tokens must have shape [batch, length], got shape {tokens.shape}")
+        length = tokens.shape[1]
+        if cfg.position == "learned" and length > cfg.max_len:
+            raise ValueError(f"sequence length {length} exceeds the learned position table (max_len={cfg.max_len})")
+        x = self.embed(tokens)
+        rope = None
+        if cfg.position == "learned":
+            x = x + self.pos_embed(jnp.arange(length))[None]
+        elif cfg.position == "sinusoidal":
+            x = x + sinusoidal_positions(length, cfg.d_model, x.dtype)[None]
+        elif cfg.position == "rope":
+            rope = rope_tables(length, cfg.head_dim, cfg.rope_theta, x.dtype, cfg.rope_scaling)
+        return x, rope
+
     def __call__(
         self,
         tokens: jax.Array,
@@ -411,21 +430,7 @@ class Transformer(nnx.Module):
         checks them on the host.
         """
         cfg = self.config
-        if tokens.ndim != 2:
-            raise ValueError(f"tokens must have shape [batch, length], got shape {tokens.shape}")
-        length = tokens.shape[1]
-        if cfg.position == "learned" and length > cfg.max_len:
-            raise ValueError(f"sequence length {length} exceeds the learned position table (max_len={cfg.max_len})")
-
-        x = self.embed(tokens)
-        rope = None
-        if cfg.position == "learned":
-            x = x + self.pos_embed(jnp.arange(length))[None]
-        elif cfg.position == "sinusoidal":
-            x = x + sinusoidal_positions(length, cfg.d_model, x.dtype)[None]
-        elif cfg.position == "rope":
-            rope = rope_tables(length, cfg.head_dim, cfg.rope_theta, x.dtype, cfg.rope_scaling)
-
+        x, rope = self.embed_tokens(tokens)
         hidden, scales, block_stats = [x], [], []
         for layer, block in enumerate(self.blocks):
             kv_stream = None if kv_streams is None else kv_streams[layer]

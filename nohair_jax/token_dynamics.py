@@ -42,7 +42,7 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from nohair_jax.dynamics import cluster_control, diameter, distance_to, drift_bound, mean_cosine, n_clusters, simulate
-from nohair_jax.model import Attention, Transformer, rope_tables
+from nohair_jax.model import Attention, Transformer
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 QUANTILES = (0.1, 0.5, 0.9)
@@ -337,20 +337,20 @@ def sublayer_outputs(model: Transformer, tokens: jax.Array) -> tuple[jax.Array, 
     with ``hidden[l + 1] = hidden[l] + attn[l] + mlp[l]`` (up to rounding).
 
     In the particle picture ``attn[l]`` is the interaction and ``mlp[l]`` the token-wise control
-    of one Euler step of size 1. Runs the blocks' own modules, so it is the model's arithmetic.
+    of one Euler step of size 1. One pass through the model's own embedding and modules, in the
+    order of a pre-LN ``Block``, so ``hidden`` equals ``model(tokens).hidden`` to rounding.
     """
-    cfg = model.config
-    if cfg.norm_placement != "pre":
-        raise ValueError(f"sublayer outputs are defined here for pre-LN models, got {cfg.norm_placement}-LN")
-    hidden = model(tokens).hidden
-    rope = rope_tables(tokens.shape[1], cfg.head_dim, cfg.rope_theta, hidden.dtype) if cfg.position == "rope" else None
-    attn, mlp = [], []
-    for layer, block in enumerate(model.blocks):
-        x = hidden[layer]
-        a = block.attn(block.attn_norm(x)[0], rope, diagnostics=False, prompt_len=None)[0]
-        attn.append(a)
-        mlp.append(block.mlp(block.mlp_norm(x + a)[0]))
-    return hidden, jnp.stack(attn), jnp.stack(mlp)
+    if model.config.norm_placement != "pre":
+        raise ValueError(f"sublayer outputs are defined here for pre-LN models, got {model.config.norm_placement}-LN")
+    x, rope = model.embed_tokens(tokens)
+    hidden, attn, mlp = [x], [], []
+    for block in model.blocks:
+        attn.append(block.attn(block.attn_norm(x)[0], rope, diagnostics=False, prompt_len=None)[0])
+        x = x + attn[-1]
+        mlp.append(block.mlp(block.mlp_norm(x)[0]))
+        x = x + mlp[-1]
+        hidden.append(x)
+    return jnp.stack(hidden), jnp.stack(attn), jnp.stack(mlp)
 
 
 def attention_bound(attn: Attention, y: jax.Array) -> jax.Array:

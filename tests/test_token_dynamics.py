@@ -9,7 +9,7 @@ from scipy.sparse.csgraph import connected_components
 
 from nohair_jax import dynamics as dyn
 from nohair_jax import token_dynamics as td
-from nohair_jax.model import Attention, Transformer, TransformerConfig
+from nohair_jax.model import Attention, RopeScaling, Transformer, TransformerConfig
 
 # ---------------------------------------------------------------------------------- ensembles
 
@@ -115,13 +115,18 @@ def test_check_settings_names_the_bad_value():
 # ------------------------------------------------------------------------------- transformers
 
 
-@pytest.mark.parametrize("position, kv_heads", [("rope", None), ("learned", 1)])
-def test_sublayer_outputs_add_up_to_the_residual_stream(position, kv_heads):
-    cfg = TransformerConfig(d_model=32, n_heads=4, n_kv_heads=kv_heads, n_layers=2, position=position, max_len=16)
+@pytest.mark.parametrize("position, kv_heads, scaling", [
+    ("rope", None, None), ("rope", 2, RopeScaling("linear", 4.0)), ("learned", 1, None),
+])
+def test_sublayer_outputs_add_up_to_the_residual_stream(position, kv_heads, scaling):
+    cfg = TransformerConfig(d_model=32, n_heads=4, n_kv_heads=kv_heads, n_layers=2, position=position, max_len=16,
+                            rope_scaling=scaling)
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, 256, (2, 16)))
     hidden, attn, mlp = td.sublayer_outputs(model, tokens)
     assert attn.shape == mlp.shape == (2, 2, 16, 32)
+    # the model's own forward pass (Block.__call__) is the reference for the residual stream
+    np.testing.assert_allclose(np.asarray(hidden), np.asarray(model(tokens).hidden), atol=1e-6)
     np.testing.assert_allclose(np.asarray(hidden[1:]), np.asarray(hidden[:-1] + attn + mlp), atol=1e-6)
     # the attention bound holds for every token of every layer
     for layer, block in enumerate(model.blocks):
