@@ -67,9 +67,10 @@ def test_sweep_writes_cells_summary_and_figures(swept):
                 refit = nh.fit_power_law(data["t"], data["l2"][:, :, layer].reshape(4, 48), floor=data["floor"][layer],
                                          t_min=4, n_boot=50)
                 assert refit.alpha == pytest.approx(fit["alpha"], rel=1e-12)
-        # The relay prediction is the relay model's alpha over the measured window.
+        # The relay prediction is the relay model's alpha over the measured window: the model in
+        # exact rational arithmetic here, the float recursion in the sweep.
         lo, hi = row["fits"][-1]["t_range"]
-        curve = np.asarray(nh.relay.offsets(4, 48, row["depth"], residual=True))[-1]
+        curve = np.asarray(nh.relay.offsets_exact(4, 48, row["depth"], residual=True)[-1], dtype=float)
         expected = nh.fit_power_law(np.arange(1, 49), curve, t_min=lo, t_max=hi, n_boot=0).alpha
         assert row["relay_alpha"][-1] == pytest.approx(expected, rel=1e-12)
         assert len(row["seed_alpha"]) == 2 and all(len(a) == row["depth"] for a in row["seed_alpha"])
@@ -193,15 +194,23 @@ def test_four_devices_give_the_same_numbers_as_one(swept, tmp_path):
         np.testing.assert_array_equal(four["kl"], one["kl"])
 
 
-def test_sweep_command_prints_alpha_and_resumes(swept, tmp_path, capsys):
+def test_sweep_command_prints_alpha_and_resumes(swept, tmp_path, capsys, measured_cells):
     out = tmp_path / "cli"
-    assert main(["sweep", "--depths", "1,2", *CLI_GRID, "--out", str(out)]) == 0
+    command = ["sweep", "--depths", "1,2", *CLI_GRID, "--out", str(out)]
+    assert main(command) == 0
     printed = capsys.readouterr().out
     assert "sweeping 2 cells of 2 seeds x 2 pairs" in printed
     # The same grid as the fixture's, so the same cells with the same numbers.
     for row in swept[1]["rows"]:
         assert (out / "cells" / f"{row['key']}.json").exists()
         assert f"{row['fits'][-1]['alpha']:6.3f}" in printed
+    # Run again: every cell is reused, none measured, the same alphas printed.
+    assert len(measured_cells) == 2
+    measured_cells.clear()
+    assert main(command) == 0
+    again = capsys.readouterr().out
+    assert measured_cells == []
+    assert all(f"{row['fits'][-1]['alpha']:6.3f}" in again for row in swept[1]["rows"])
 
 
 def test_sweep_command_bad_value_is_one_line_and_no_files(tmp_path, capsys):
