@@ -54,11 +54,16 @@ def use_blockwise(implementation: str, length: int, diagnostics: bool) -> bool:
     return implementation == "blockwise"
 
 
+def position_dtype(dtype):
+    """Positions, angles and position-dependent logits in at least float32: bfloat16 cannot even
+    tell position 256 from 257."""
+    return jnp.promote_types(dtype, jnp.float32)
+
+
 def prompt_bias(query_pos: jax.Array, key_pos: jax.Array, bias: PromptLogitBias, dtype) -> jax.Array:
     """[Tq, Tk] additive logits of ``bias`` for 0-based positions query_pos int [Tq], key_pos int [Tk]:
     gamma * log(i / P) for 1-based query i > P on keys j <= P, else 0."""
-    # Positions in at least float32: bfloat16 cannot even tell position 256 from 257.
-    query = (query_pos + 1).astype(jnp.promote_types(dtype, jnp.float32))[:, None]
+    query = (query_pos + 1).astype(position_dtype(dtype))[:, None]
     boost = bias.gamma * jnp.log(query / bias.prompt_len)
     on_prompt = (query > bias.prompt_len) & (key_pos[None, :] < bias.prompt_len)
     return jnp.where(on_prompt, boost, 0.0).astype(dtype)

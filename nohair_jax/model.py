@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nohair_jax.attention import DEFAULT_BLOCK, blockwise_attention, plain_attention, use_blockwise
+from nohair_jax.attention import DEFAULT_BLOCK, blockwise_attention, plain_attention, position_dtype, use_blockwise
 
 MLP_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
@@ -226,11 +226,6 @@ class Embedding(nnx.Module):
         return x @ self.embedding[...].T
 
 
-def _table_dtype(dtype):
-    """Positions and angles in at least float32: bfloat16 cannot even tell position 256 from 257."""
-    return jnp.promote_types(dtype, jnp.float32)
-
-
 def scale_rope_frequencies(inv_freq: jax.Array, scaling: RopeScaling) -> jax.Array:
     """inv_freq [head_dim / 2] -> the same frequencies under ``scaling`` (see ``RopeScaling``)."""
     if scaling.kind == "linear":
@@ -249,7 +244,7 @@ def rope_tables(
     length: int, head_dim: int, theta: float, dtype, scaling: RopeScaling | None = None
 ) -> tuple[jax.Array, jax.Array]:
     """cos, sin [length, head_dim] in the half-split (Llama / Hugging Face) convention."""
-    work = _table_dtype(dtype)
+    work = position_dtype(dtype)
     inv_freq = 1.0 / theta ** (jnp.arange(0, head_dim, 2, dtype=work) / head_dim)
     if scaling is not None:
         inv_freq = scale_rope_frequencies(inv_freq, scaling)
@@ -267,7 +262,7 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 def sinusoidal_positions(length: int, d_model: int, dtype) -> jax.Array:
     """The fixed encoding of Vaswani et al.: [length, d_model], sin on even, cos on odd features."""
-    work = _table_dtype(dtype)
+    work = position_dtype(dtype)
     position = jnp.arange(length, dtype=work)[:, None]
     freq = 1.0 / 10000.0 ** (jnp.arange(0, d_model, 2, dtype=work) / d_model)
     table = jnp.zeros((length, d_model), work)
