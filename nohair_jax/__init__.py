@@ -14,10 +14,12 @@ from nohair_jax.bound import BoundConditions, BoundNotApplicable, check_bound, m
 from nohair_jax.checkpoints import CheckpointError, load_checkpoint
 from nohair_jax.data import Corpus, decode, encode, heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
 from nohair_jax.fit import (
+    HalfLife,
     NoiseFloorError,
     PowerLawFit,
     alpha_vs_window,
     fit_power_law,
+    kl_half_life,
     local_exponent,
     noise_floor_curve,
     summary_curve,
@@ -37,6 +39,7 @@ __all__ = [
     "CheckpointError",
     "Corpus",
     "Diagnostics",
+    "HalfLife",
     "ForwardOutput",
     "NoiseFloorError",
     "Offsets",
@@ -62,6 +65,7 @@ __all__ = [
     "encode",
     "fit_power_law",
     "heldout_prompt_pairs",
+    "kl_half_life",
     "load_checkpoint",
     "load_corpus",
     "load_trained",

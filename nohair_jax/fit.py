@@ -84,7 +84,7 @@ class PowerLawFit:
     """Result of ``fit_power_law``: ``d(t) ~ prefactor * t**-alpha`` over ``t_range``.
 
     alpha: decay exponent (dimensionless). ci: bootstrap interval of alpha over pairs at
-    ``confidence``, ``(nan, nan)`` for one curve or ``n_boot = 0``. prefactor: in the units
+    ``confidence``, ``(nan, nan)`` for one curve (or one pair) or ``n_boot = 0``. prefactor: in the units
     of ``d``. r2: of the log-log least squares on the ``n_bins`` binned points. t_range: first
     and last position actually used, after floor truncation. floor_t: first position
     ``>= t_min`` where the summary curve fell below ``floor_factor * floor`` (it may lie beyond
@@ -218,7 +218,7 @@ def fit_power_law(
     slope, intercept, r2 = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d_used, summary)), starts))
 
     ci = (math.nan, math.nan)
-    if d.ndim == 2 and n_boot > 0:
+    if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:  # one pair has no interval, not [alpha, alpha]
         n_pairs = d.shape[0]
         resamples = np.random.default_rng(seed).integers(0, n_pairs, size=(n_boot, n_pairs))
         chunk = max(1, _BOOT_CHUNK_ELEMENTS // d_used.size)
@@ -280,6 +280,74 @@ def alpha_vs_window(t, d, t_mins, t_maxs, **fit_kwargs) -> np.ndarray:
             except (_BadWindowError, NoiseFloorError):
                 pass  # an unusable window is a nan in the map, not a failure of the map
     return alphas
+
+
+@dataclasses.dataclass(frozen=True)
+class HalfLife:
+    """Result of ``kl_half_life``: how many tokens the prompt's effect on the next-token
+    distribution lasts, two ways, each with a bootstrap interval over pairs.
+
+    t: the half-life, the centre (geometric mean of t) of the first log bin after the peak bin
+    whose mean KL is at most half the peak's; None if it never halves up to T. t_below: the first
+    bin at or after the peak whose mean KL is at most ``threshold`` nats; None if never.
+    ci, ci_below: (lo, hi) over resamples of the pairs, None for one pair (no interval exists) or
+    ``n_boot = 0``; a resample that never gets there counts as T, so ``hi == T`` reads "at least T".
+    peak_t, kl_peak: where the binned mean KL is largest, and its value (nats).
+    """
+
+    t: float | None
+    ci: tuple[float, float] | None
+    t_below: float | None
+    ci_below: tuple[float, float] | None
+    threshold: float
+    peak_t: float
+    kl_peak: float
+    length: int
+    n_pairs: int
+
+    def to_dict(self) -> dict:
+        plain = lambda ci: None if ci is None else list(ci)  # noqa: E731
+        return dict(t=self.t, ci=plain(self.ci), t_below=self.t_below, ci_below=plain(self.ci_below),
+                    threshold=self.threshold, peak_t=self.peak_t, kl_peak=self.kl_peak, length=self.length,
+                    n_pairs=self.n_pairs)
+
+
+def kl_half_life(kl, *, threshold=0.01, bins_per_decade=8, n_boot=1000, confidence=0.95, seed=0) -> HalfLife:
+    """The prompt half-life of next-token KL curves ``kl [n_pairs, T]`` (t = 1..T, nats).
+
+    The mean over pairs is averaged in log-spaced bins of t (edges from t = 1, ``bins_per_decade``
+    per decade). From the bin where it peaks (the first tokens after a prompt may be template
+    tokens that both prompts predict alike), the half-life is the first bin whose mean is at most
+    half the peak's, and ``t_below`` the first whose mean is at most ``threshold`` nats. The
+    intervals resample pairs ``n_boot`` times.
+    """
+    kl = np.asarray(kl, dtype=np.float64)
+    if kl.ndim != 2 or kl.shape[1] < 2:
+        raise ValueError(f"kl must have shape [n_pairs, T] with T >= 2, got {kl.shape}")
+    if not np.isfinite(kl).all():
+        raise ValueError("kl holds non-finite values")
+    if not threshold > 0:
+        raise ValueError(f"threshold must be > 0 nats, got {threshold!r}")
+    length = kl.shape[1]
+    t_bin, kl_bin = log_binned(np.arange(1, length + 1), kl, t_min=1, t_max=length, bins_per_decade=bins_per_decade)
+
+    def crossings(curve: np.ndarray) -> tuple[float | None, float | None]:
+        peak = int(np.argmax(curve))
+        after = curve[peak:]
+        first = lambda mask: None if not mask.any() else float(t_bin[peak + np.argmax(mask)])  # noqa: E731
+        return first(after <= 0.5 * after[0]), first(after <= threshold)
+
+    mean = kl_bin.mean(0)
+    half, below = crossings(mean)
+    ci = ci_below = None
+    if kl.shape[0] > 1 and n_boot > 0:
+        idx = np.random.default_rng(seed).integers(0, kl.shape[0], size=(n_boot, kl.shape[0]))
+        found = np.array([[length if v is None else v for v in crossings(kl_bin[i].mean(0))] for i in idx])
+        q = [(1 - confidence) / 2, (1 + confidence) / 2]
+        ci, ci_below = (tuple(float(v) for v in np.quantile(found[:, k], q)) for k in (0, 1))
+    peak = int(np.argmax(mean))
+    return HalfLife(t=half, ci=ci, t_below=below, ci_below=ci_below, threshold=float(threshold),
+                    peak_t=float(t_bin[peak]), kl_peak=float(mean[peak]), length=length, n_pairs=kl.shape[0])
 
 
 def noise_floor_curve(d_low, d_ref, *, bins_per_decade=8) -> np.ndarray:

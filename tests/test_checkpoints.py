@@ -275,7 +275,7 @@ def test_every_tensor_problem_in_one_error(saved, tmp_path):
     tensors["transformer.h.0.ln_1.weight"] = tensors["transformer.h.0.ln_1.weight"].astype(np.int8)
     save_file(tensors, folder / "model.safetensors")
     message = _error(folder)
-    assert "(quantised checkpoints are not supported) (1): transformer.h.0.ln_1.weight (I8)" in message
+    assert "not read (readable: F64, F32, F16, BF16) (1): transformer.h.0.ln_1.weight (I8)" in message
     assert "missing tensors (1): transformer.h.1.ln_2.bias" in message
     assert "unexpected tensors (1): transformer.h.1.extra.weight" in message
     assert "shape mismatches (1): transformer.wpe.weight [63, 24] gives pos_embed.embedding [63, 24], expected [64, 24]" in message
@@ -305,7 +305,7 @@ def test_cli_offsets_on_a_checkpoint_with_text_prompts(saved, tmp_path, capsys):
             "--continuation-file", str(continuation), "--fit-t-min", "4", "--n-boot", "20", "--out", str(out)]
     assert main(args) == 0
     meta = json.loads((out / "fit.json").read_text())["meta"]
-    assert meta["checkpoint"] == str(folder.resolve()) and "tokenizer.json" in meta["pairs"]
+    assert meta["checkpoint"] == str(folder.resolve()) and "checkpoint tokenizer" in meta["pairs"]
     model, _ = nh.load_checkpoint(folder)
     pairs = tokenized_prompt_pairs(tokenizer, ["the cat"], ["a dog"], continuation.read_text())
     assert pairs.continuations.shape == (1, 45)
@@ -315,6 +315,33 @@ def test_cli_offsets_on_a_checkpoint_with_text_prompts(saved, tmp_path, capsys):
     continuation.write_text("the cat " * 32)  # 2 + 64 tokens > 64 positions
     assert main(args) == 2
     assert "66 tokens asked, but" in capsys.readouterr().err
+
+
+def test_cli_cuts_continuations_so_the_interval_is_over_them(saved, tmp_path, capsys):
+    folder, tokenizer = _with_tokenizer(saved("gpt2")[1], tmp_path)
+    continuation = tmp_path / "story.txt"
+    words = "the cat sat on the mat and a dog ran away".split()
+    continuation.write_text(" ".join(np.random.default_rng(0).choice(words, 400)))
+    out = tmp_path / "cut"
+    args = ["offsets", "--checkpoint", str(folder), "--prompt-a", "the cat", "--prompt-b", "a dog",
+            "--continuation-file", str(continuation), "--cut", "6", "--length", "40", "--pair-seed", "3",
+            "--fit-t-min", "4", "--n-boot", "50", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "measuring 6 pairs, P = 2, T = 40" in printed and "next-token KL: peak" in printed
+    cuts = nh.text_prompt_pairs(tokenize(tokenizer, continuation.read_text()), 3, 6, 1, 40).continuations
+    with np.load(out / "offsets.npz") as data:
+        assert data["l2"].shape == (6, 4, 40)
+        model, _ = nh.load_checkpoint(folder)
+        expected = nh.prompt_pair_offsets(model, np.tile([1, 3], (6, 1)), np.tile([2, 4], (6, 1)), cuts)
+        np.testing.assert_array_equal(data["l2"], expected.l2)
+    summary = json.loads((out / "fit.json").read_text())
+    assert summary["kl_half_life"]["n_pairs"] == 6 and "6 cuts of 40 tokens" in summary["meta"]["pairs"]
+    # One pair: no interval exists, and the table says so instead of printing [x, x].
+    assert main([*args[:9], "--cut", "1", *args[11:]]) == 0
+    assert "none (1 pair)" in capsys.readouterr().out
+    assert main(["offsets", "--cut", "3", "--out", str(tmp_path / "x")]) == 2
+    assert "--cut cuts continuations for text prompts" in capsys.readouterr().err
 
 
 def test_cli_bound_on_a_checkpoint(saved, tmp_path, capsys):

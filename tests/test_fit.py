@@ -346,3 +346,46 @@ def test_alpha_vs_window_marks_floor_and_short_windows_but_raises_on_bad_data():
     assert np.isnan(alphas[1]).all()  # reversed windows, then a window wholly below the floor
     with pytest.raises(ValueError, match=r"non-finite .* t = 41"):
         alpha_vs_window(t_int, _with((0, 40), np.nan), [32], [T])
+
+
+# --- the prompt half-life of KL curves ------------------------------------------------------
+
+
+def test_kl_half_life_of_closed_forms():
+    from nohair_jax.fit import kl_half_life
+
+    t = np.arange(1, 1025, dtype=np.float64)
+    # 1 / sqrt(t) peaks at t = 1, alone in its bin (value 1); t = 4 is alone in its bin [3.16, 4.22)
+    # and is the first integer with 1 / sqrt(t) <= 1/2 exactly.
+    half = kl_half_life(np.stack([t**-0.5, 3 * t**-0.5]), n_boot=200)
+    assert half.t == 4.0 and half.ci == (4.0, 4.0) and half.peak_t == 1.0 and half.kl_peak == pytest.approx(2.0)
+    # 1 / t halves at t = 2; below 0.01 first in the bin [100, 133.4): its mean is 0.0086, the bin
+    # before [75.0, 100) has 0.0115. A constant never halves.
+    ones = kl_half_life((1 / t)[None], n_boot=0)
+    assert ones.t == 2.0 and ones.t_below == pytest.approx(np.exp(np.log(np.arange(100, 134)).mean()))
+    never = kl_half_life(np.ones((3, 64)), n_boot=100)
+    assert never.t is None and never.ci == (64.0, 64.0) and never.to_dict()["t"] is None
+    # Rising to t = 4 (a template token both prompts predict alike, say), then 16 / t: the peak bin
+    # is t = 4 (value 4); [5.62, 7.50) holds 6, 7 (mean 2.48 > 2), [7.50, 10) holds 8, 9 (mean 1.89).
+    rise = np.where(t <= 4, t, 16 / t)[None]
+    late = kl_half_life(rise, n_boot=0)
+    assert late.peak_t == 4.0 and late.t == pytest.approx(np.sqrt(8 * 9))
+
+
+def test_kl_half_life_interval_over_pairs_and_none_for_one_pair():
+    from nohair_jax.fit import kl_half_life
+
+    t = np.arange(1, 513, dtype=np.float64)
+    # Pairs halving at very different t: the interval must span them, the single pair has none.
+    curves = np.stack([(1 + t / s) ** -1.0 for s in (1, 4, 16, 64)])
+    half = kl_half_life(curves, n_boot=500)
+    assert half.ci[0] < half.t < half.ci[1]
+    assert kl_half_life(curves[:1]).ci is None
+
+
+@pytest.mark.parametrize("bad", [np.ones(8), np.ones((2, 1)), np.full((2, 8), np.nan)])
+def test_kl_half_life_refuses_bad_input(bad):
+    from nohair_jax.fit import kl_half_life
+
+    with pytest.raises(ValueError):
+        kl_half_life(bad)

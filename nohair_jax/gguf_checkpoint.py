@@ -1,0 +1,291 @@
+"""GGUF files (llama.cpp's format) as a ``Transformer`` and a ``tokenizers.Tokenizer``.
+
+    model, tokenizer = nh.load_checkpoint("SmolLM2-135M-Instruct.Q4_1.gguf")   # or "smollm2-135m"
+
+A GGUF file holds metadata (key -> value) and tensors, most of them quantized in blocks. It is
+read with the ``gguf`` package (llama.cpp's own Python reader, numpy only) and handed to the same
+machinery as a Hugging Face folder (``nohair_jax.checkpoints``):
+
+- the metadata becomes a Hugging Face config dict (``hf_config``), so the same config rules,
+  refusals and sequence-length checks apply;
+- tensor names map onto the same key tables through one table (``GGUF_NAMES``: GGUF name ->
+  Hugging Face name), shapes are given in Hugging Face's layout (GGUF lists dimensions innermost
+  first), and every tensor is checked (name, shape, type) before any is read;
+- each tensor is dequantized on the host to float32 (``gguf.quants.dequantize``), and llama.cpp's
+  row permutation of Llama's q and k projections (its converter interleaves the two RoPE halves)
+  is undone; Qwen2 files are not permuted.
+
+The dequantized weights are the model: whatever is measured on a quantized file is a measurement
+of that quantized model (SmolLM2-135M-Instruct at Q4_1, say), not of the original float weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nohair_jax.checkpoints import ARCHITECTURES, CheckpointError, build_model, checked_config
+
+GGUF_MAGIC = b"GGUF"
+# Supported architectures (general.architecture) -> the Hugging Face model_type they load as.
+GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
+# Tensor types read (dequantized with gguf.quants); each is tested against transformers.
+GGUF_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+
+# GGUF tensor name -> Hugging Face name without the ``model.`` prefix; ``{i}`` is the layer.
+GGUF_NAMES = {
+    "token_embd.weight": "embed_tokens.weight",
+    "output_norm.weight": "norm.weight",
+    "output.weight": "lm_head.weight",
+    "blk.{i}.attn_norm.weight": "layers.{i}.input_layernorm.weight",
+    "blk.{i}.ffn_norm.weight": "layers.{i}.post_attention_layernorm.weight",
+    **{f"blk.{{i}}.attn_{n}.{kind}": f"layers.{{i}}.self_attn.{n}_proj.{kind}" for n in "qkv" for kind in ("weight", "bias")},
+    **{f"blk.{{i}}.attn_output.{kind}": f"layers.{{i}}.self_attn.o_proj.{kind}" for kind in ("weight", "bias")},
+    **{f"blk.{{i}}.ffn_{n}.{kind}": f"layers.{{i}}.mlp.{n}_proj.{kind}" for n in ("gate", "up", "down") for kind in ("weight", "bias")},
+}
+
+# GGUF metadata key (after "<architecture>.") -> Hugging Face config key, for the settings a file must have.
+REQUIRED_METADATA = {
+    "block_count": "num_hidden_layers",
+    "embedding_length": "hidden_size",
+    "feed_forward_length": "intermediate_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "context_length": "max_position_embeddings",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The file.
+
+
+def _gguf():
+    try:
+        import gguf
+    except ImportError:
+        raise ImportError("reading GGUF files needs the gguf package: pip install 'nohair-jax[hf]'") from None
+    return gguf
+
+
+@functools.lru_cache(maxsize=2)
+def _open(path: str, mtime_ns: int, size: int):
+    """The file's ``GGUFReader`` (memory-mapped), cached so the tokenizer and the weights share one parse."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != GGUF_MAGIC:
+        raise CheckpointError(f"{path} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
+    try:
+        reader = _gguf().GGUFReader(path)
+    except CheckpointError:
+        raise
+    except Exception as err:  # the reader's own errors on a damaged file: struct, index, value errors
+        raise CheckpointError(f"{path} is a damaged or truncated GGUF file ({type(err).__name__}: {err})") from None
+    for tensor in reader.tensors:
+        if tensor.data.nbytes != tensor.n_bytes:
+            raise CheckpointError(
+                f"{path} is truncated: tensor {tensor.name} has {tensor.data.nbytes} of its {tensor.n_bytes} bytes"
+            )
+    return reader
+
+
+def open_gguf(path: str | Path):
+    """A ``gguf.GGUFReader`` of ``path``; CheckpointError naming the file if it is not a readable GGUF file."""
+    path = Path(path)
+    stat = path.stat()
+    return _open(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+_MISSING = object()
+
+
+def metadata(reader, key: str, default: Any = _MISSING) -> Any:
+    """The value of metadata ``key`` as Python (str, number, bool or list), or ``default``."""
+    field = reader.fields.get(key)
+    if field is None:
+        if default is _MISSING:
+            raise CheckpointError(f"{reader.data.filename} has no metadata {key!r}")
+        return default
+    return field.contents()
+
+
+def describe(path: str | Path) -> dict:
+    """What the file is, for reports: its name, architecture, and tensor count per type."""
+    reader = open_gguf(path)
+    types: dict[str, int] = {}
+    for tensor in reader.tensors:
+        types[tensor.tensor_type.name] = types.get(tensor.tensor_type.name, 0) + 1
+    return dict(
+        file=Path(path).name, name=metadata(reader, "general.name", None),
+        architecture=metadata(reader, "general.architecture", None), tensor_types=types,
+        computed_as="dequantized to float32 on loading: the quantized weights are the model measured",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata -> config, names -> key table.
+
+
+def hf_config(reader, where: str) -> dict:
+    """The file's metadata as a Hugging Face config dict (what ``checkpoints.checked_config`` reads)."""
+    arch = metadata(reader, "general.architecture")
+    if arch not in GGUF_ARCHITECTURES:
+        raise CheckpointError(f"{where}: architecture {arch!r} is not supported; supported: {', '.join(GGUF_ARCHITECTURES)}")
+    key = lambda name: f"{arch}.{name}"  # noqa: E731
+    missing = [key(name) for name in REQUIRED_METADATA if key(name) not in reader.fields]
+    if missing:
+        raise CheckpointError(f"{where} lacks metadata the model needs: {', '.join(missing)}")
+    hf = {hf_key: metadata(reader, key(name)) for name, hf_key in REQUIRED_METADATA.items()}
+    names = {t.name for t in reader.tensors}
+    head_dim = metadata(reader, key("attention.key_length"), hf["hidden_size"] // hf["num_attention_heads"])
+    scaling = metadata(reader, key("rope.scaling.type"), "none")
+    hf.update(
+        model_type=GGUF_ARCHITECTURES[arch],
+        num_key_value_heads=metadata(reader, key("attention.head_count_kv"), hf["num_attention_heads"]),
+        head_dim=head_dim,
+        rope_theta=float(metadata(reader, key("rope.freq_base"), 10000.0)),
+        # RoPE on fewer dimensions than a head has, or scalings other than linear, are refused by the config rules.
+        partial_rotary_factor=metadata(reader, key("rope.dimension_count"), head_dim) / head_dim,
+        rope_scaling=None if scaling == "none" else dict(
+            rope_type=scaling, factor=metadata(reader, key("rope.scaling.factor"), None)),
+        vocab_size=metadata(reader, key("vocab_size"), None) or _vocab_rows(reader),
+        tie_word_embeddings="output.weight" not in names,
+        attention_bias="blk.0.attn_q.bias" in names,
+        mlp_bias="blk.0.ffn_up.bias" in names,
+        sliding_window=metadata(reader, key("attention.sliding_window"), None),
+        hidden_act="silu",
+    )
+    if metadata(reader, key("attention.value_length"), head_dim) != head_dim:
+        raise CheckpointError(f"{where}: key and value heads of different sizes are not supported")
+    return hf
+
+
+def _vocab_rows(reader) -> int:
+    for tensor in reader.tensors:
+        if tensor.name == "token_embd.weight":
+            return int(tensor.shape[-1])
+    raise CheckpointError(f"{reader.data.filename} has no token_embd.weight")
+
+
+def _gguf_architecture(model_type: str):
+    """The Hugging Face architecture with its key table renamed to GGUF tensor names."""
+    base = ARCHITECTURES[model_type]
+    keys = {name: base.keys[hf] for name, hf in GGUF_NAMES.items() if hf in base.keys}
+    return dataclasses.replace(base, keys=keys, ignored=r"(?!)", prefix="")  # nothing in a GGUF file is skipped
+
+
+def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's permutation of a q or k projection's rows ([out, ...], Hugging Face layout).
+
+    Its converter reorders each head's rows from the two RoPE halves ``[x_0..x_(d/2-1), y_0..]`` to
+    interleaved pairs ``[x_0, y_0, x_1, y_1, ...]``; this puts them back.
+    """
+    return w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _reader_fn(reader, model_type: str, n_heads: int, n_kv_heads: int):
+    """name -> the tensor dequantized to float32, in Hugging Face's layout, q and k unpermuted."""
+    tensors = {t.name: t for t in reader.tensors}
+    dequantize = _gguf().quants.dequantize
+
+    def read(name: str) -> np.ndarray:
+        tensor = tensors[name]
+        w = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+        w = w.reshape(tuple(int(n) for n in reversed(tensor.shape)))
+        if model_type == "llama":
+            if re.fullmatch(r"blk\.\d+\.attn_q\.(weight|bias)", name):
+                w = _unpermute(w, n_heads)
+            elif re.fullmatch(r"blk\.\d+\.attn_k\.(weight|bias)", name):
+                w = _unpermute(w, n_kv_heads)
+        return w
+
+    return read
+
+
+def load_gguf(path: str | Path, *, dtype: str | None = None, seq_len: int | None = None):
+    """A GGUF file as ``(Transformer, tokenizers.Tokenizer or None)``; see ``checkpoints.load_checkpoint``.
+
+    Parameters are float32 by default (the dequantized values exactly); ``dtype`` converts them.
+    The tokenizer is None, with a warning, when the file's tokenizer kind is not supported
+    (``gguf_tokenizer``).
+    """
+    where = str(path)
+    reader = open_gguf(path)
+    hf = hf_config(reader, where)
+    cfg, _ = checked_config(hf, where, dtype or "float32", seq_len)
+    arch = _gguf_architecture(hf["model_type"])
+    headers = {t.name: (path, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name) for t in reader.tensors}
+    read = _reader_fn(reader, hf["model_type"], cfg.n_heads, cfg.kv_heads)
+    model = build_model(cfg, arch, headers, read, where, readable=GGUF_TYPES)
+    try:
+        tokenizer = gguf_tokenizer(path)
+    except CheckpointError as err:
+        warnings.warn(f"{err}; the model loads without a tokenizer", stacklevel=2)
+        tokenizer = None
+    return model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# The tokenizer, from tokenizer.ggml.* metadata.
+
+# llama.cpp's pre-tokenizer regexes (llama-vocab.cpp), by tokenizer.ggml.pre.
+_QWEN2_SPLIT = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_LLAMA3_SPLIT = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# pre name -> how text is split before BPE: "gpt2" (GPT-2's regex), "digits" (each digit apart,
+# then GPT-2's regex), or a regex of its own.
+PRE_TOKENIZERS = {
+    "default": "gpt2", "gpt2": "gpt2",
+    "smollm": "digits", "starcoder": "digits", "refact": "digits", "codeshell": "digits",
+    "qwen2": _QWEN2_SPLIT, "llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT,
+}
+CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+
+
+def gguf_tokenizer(path: str | Path):
+    """The file's byte-level BPE tokenizer (``tokenizer.ggml.model`` "gpt2") as a ``tokenizers.Tokenizer``.
+
+    Vocabulary and merges from the metadata; text split as llama.cpp splits it for the file's
+    ``tokenizer.ggml.pre`` (``PRE_TOKENIZERS``); tokens marked control (``<|im_start|>``) match whole
+    as special tokens, user-defined ones as added tokens. **(choice)** No BOS is added, whatever
+    ``tokenizer.ggml.add_bos_token`` says: as transformers reads the same file, and as the model's
+    own ``tokenizer.json`` does; llama.cpp would add it. CheckpointError for other tokenizer kinds
+    (SentencePiece) and unknown splits.
+    """
+    reader = open_gguf(path)
+    kind = metadata(reader, "tokenizer.ggml.model", None)
+    if kind != "gpt2":
+        raise CheckpointError(f"{path}: tokenizer {kind!r} is not supported (only byte-level BPE, 'gpt2')")
+    pre = metadata(reader, "tokenizer.ggml.pre", "default")
+    if pre not in PRE_TOKENIZERS:
+        raise CheckpointError(f"{path}: tokenizer split {pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}")
+    try:
+        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    except ImportError:
+        raise ImportError("the GGUF tokenizer needs tokenizers: pip install 'nohair-jax[hf]'") from None
+
+    tokens = metadata(reader, "tokenizer.ggml.tokens")
+    merges = [tuple(m.split(" ", 1)) for m in metadata(reader, "tokenizer.ggml.merges")]
+    types = metadata(reader, "tokenizer.ggml.token_type", [])
+    tokenizer = Tokenizer(models.BPE(vocab={tok: i for i, tok in enumerate(tokens)}, merges=merges))
+    split = PRE_TOKENIZERS[pre]
+    if split == "gpt2":
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif split == "digits":
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    else:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens([AddedToken(tok, normalized=False, special=True)
+                                  for tok, kind in zip(tokens, types) if kind == CONTROL])
+    tokenizer.add_tokens([AddedToken(tok, normalized=False) for tok, kind in zip(tokens, types) if kind == USER_DEFINED])
+    return tokenizer
