@@ -38,12 +38,20 @@ def perplexity(model: Transformer, tokens) -> float:
 
 
 def greedy_continuation(model: Transformer, tokens, new_tokens: int) -> np.ndarray:
-    """The ``new_tokens`` ids int [new_tokens] that greedy decoding appends to ``tokens`` int [S]
-    (one full forward per token, no cache: for short checks, not for generation at length)."""
-    seq = [int(x) for x in np.asarray(tokens).reshape(-1)]
+    """The ``new_tokens`` ids int [new_tokens] that greedy decoding appends to ``tokens`` int [S].
+
+    One full forward per token, no cache (for short checks, not for generation at length). The
+    sequence is padded to its final width so that one program serves every step: the model is
+    causal, so the logits at position i do not depend on the padding after it.
+    """
+    prompt = np.asarray(tokens, np.int32).reshape(-1)
+    if not (isinstance(new_tokens, int) and new_tokens >= 1):
+        raise ValueError(f"new_tokens must be an int >= 1, got {new_tokens!r}")
+    seq = np.zeros((1, prompt.size + new_tokens), np.int32)
+    seq[0, : prompt.size] = prompt
     graphdef, state = nnx.split(model)
-    forward = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x).logits[0, -1])
+    forward = jax.jit(lambda s, x, i: nnx.merge(graphdef, s)(x).logits[0, i])
     with jax.default_matmul_precision("highest"):
-        for _ in range(new_tokens):
-            seq.append(int(jnp.argmax(forward(state, jnp.asarray([seq], jnp.int32)))))
-    return np.asarray(seq[-new_tokens:], np.int32)
+        for i in range(prompt.size, seq.shape[1]):
+            seq[0, i] = int(jnp.argmax(forward(state, jnp.asarray(seq), i - 1)))
+    return seq[0, prompt.size :]

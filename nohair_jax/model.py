@@ -424,7 +424,6 @@ class Transformer(nnx.Module):
         Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets``
         checks them on the host.
         """
-        cfg = self.config
         x, rope = self.embed_tokens(tokens)
         hidden, scales, block_stats = [x], [], []
         for layer, block in enumerate(self.blocks):
