@@ -8,6 +8,11 @@ grid, the same random draws at every gain (nohair_jax.token_dynamics.gain_sweep)
 where the measured transition sits: the gain at which the median final diameter crosses eps and
 the gains at which 50 %, 90 % and all draws reach it, against r = 1 and r = 2 / eps.
 
+Random draws are not worst cases. So at a few gains, for each token count n and dimension d
+searched, an adversary starts from random draws and moves their (Q, K, V) by gradient ascent on
+the diameter through the differentiable simulation (``token_dynamics.adversarial_diameters``):
+the worst final diameter it finds per gain says where consensus can really be defeated.
+
     python experiments/control_threshold.py --out results/control_threshold     # quick: 256 draws, 14 gains
     python experiments/control_threshold.py --profile full --out results/control_threshold
 
@@ -19,28 +24,55 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nohair_jax.results import experiment_parser
-from nohair_jax.token_dynamics import gain_sweep, sweep_table
+import numpy as np
+
+from nohair_jax.results import experiment_parser, save_json
+from nohair_jax.token_dynamics import adversarial_diameters, gain_sweep, random_systems, sweep_table
 
 PROFILES = {
-    "smoke": dict(gains=(0, 0.1, 1, 10), draws=16, n=6, d=3, heads=1, steps=200, dt=0.05, eps=0.1, records=20),
+    "smoke": dict(gains=(0, 0.1, 1, 10), draws=16, n=6, d=3, heads=1, steps=200, dt=0.05, eps=0.1, records=20,
+                  adversarial=dict(gains=(0.5, 20), shapes=((6, 3),), draws=2, iterations=3, steps=50, dt=0.04)),
     "quick": dict(gains=(0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100), draws=256, n=16, d=3, heads=1,
-                  steps=1000, dt=0.02, eps=0.1, records=60),
+                  steps=1000, dt=0.02, eps=0.1, records=60,
+                  adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3),), draws=8, iterations=30, steps=500, dt=0.04)),
     "full": dict(gains=(0, 0.01, 0.014, 0.02, 0.03, 0.05, 0.07, 0.1, 0.14, 0.2, 0.3, 0.5, 0.7, 1, 1.4, 2, 3, 5, 7, 10,
-                        20, 50, 100, 200), draws=2048, n=32, d=3, heads=1, steps=4000, dt=0.005, eps=0.1, records=100),
+                        20, 50, 100, 200), draws=2048, n=32, d=3, heads=1, steps=4000, dt=0.005, eps=0.1, records=100,
+                 adversarial=dict(gains=(0.25, 0.5, 1, 1.5, 2, 5, 20), shapes=((16, 3), (32, 3), (16, 8)), draws=64,
+                                  iterations=60, steps=1000, dt=0.02)),
 }
+
+
+def adversarial(search: dict, eps: float, seed: int) -> dict:
+    """The worst final diameters the adversary finds, per (n, d) and gain ratio."""
+    rows = []
+    for n, d in search["shapes"]:
+        systems = random_systems(seed, search["draws"], n, d)
+        for gain in search["gains"]:
+            worst = adversarial_diameters(systems, gain, dt=search["dt"], steps=search["steps"],
+                                          iterations=search["iterations"])
+            rows.append(dict(n=n, d=d, gain_ratio=gain, worst=float(worst.max()), reached=float(np.mean(worst < eps)),
+                             diameters=worst.tolist()))
+    return dict(settings=dict(search, horizon=search["steps"] * search["dt"], eps=eps), rows=rows)
 
 
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
     """Run the profile (``settings`` override its values), save, draw; returns the summary."""
     p = dict(PROFILES[profile], **(settings or {}))
-    return gain_sweep(Path(out), **p, seed=seed, meta=dict(experiment="control_threshold", profile=profile))
+    search = p.pop("adversarial")
+    summary = gain_sweep(Path(out), **p, seed=seed, meta=dict(experiment="control_threshold", profile=profile))
+    summary["adversarial"] = adversarial(search, p["eps"], seed)
+    save_json(Path(out) / "summary.json", summary)
+    return summary
 
 
 def main() -> None:
     parser = experiment_parser(__doc__, "control_threshold", PROFILES)
     args = parser.parse_args()
-    print(sweep_table(run(args.profile, args.out, args.seed)))
+    summary = run(args.profile, args.out, args.seed)
+    print(sweep_table(summary))
+    for row in summary["adversarial"]["rows"]:
+        print(f"adversarial n {row['n']}, d {row['d']}, gain {row['gain_ratio']:g} ||V||: worst final diameter "
+              f"{row['worst']:.3g}, {row['reached']:.0%} of {len(row['diameters'])} below eps")
 
 
 if __name__ == "__main__":

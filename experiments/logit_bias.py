@@ -8,6 +8,10 @@ measures alpha per layer at several steps on held-out text pairs.
     python experiments/logit_bias.py --out results/logit_bias
     python experiments/logit_bias.py --profile full --out results/logit_bias
 
+The claims are judged (``nohair_jax.claims``) inside the training context, t in [32, C - P], where
+the models have seen such positions: at every measured step the last layer's alpha of both runs
+with its interval, and the interval of their difference (bias minus no bias).
+
 Writes ``no_bias/`` and ``bias/`` (training runs with offsets_step<s>.npz), ``summary.json`` and
 ``logit_bias.png`` (alpha against step for both; offset curves at an early and the last
 checkpoint), drawn from the saved files.
@@ -22,7 +26,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.results import claims_table, experiment_parser, load_json, save_figure, save_json
+from nohair_jax.claims import CLAIMS
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
 PROFILES = {
@@ -55,24 +60,35 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
         runs[name] = dict(gamma=gamma, model=model_cfg.to_dict(), steps=steps, alpha=alpha, bits_per_byte=bits,
                           wall_s=time.perf_counter() - start)
-    summary = dict(profile=profile, settings=p, seed=seed, runs=runs, claims=claims(runs))
+    summary = dict(profile=profile, settings=p, seed=seed, runs=runs, in_context=in_context(out, p, runs))
     save_json(out / "summary.json", summary)
     draw(out)
     return summary
 
 
-def claims(runs: dict) -> list[dict]:
-    last = lambda name: np.asarray(runs[name]["alpha"], dtype=float)[:, -1]  # noqa: E731  last layer
-    no_bias, bias = last("no_bias"), last("bias")
-    early = int(np.argmin(bias))
-    return [
-        dict(claim="without bias, trained alpha (last layer, last step)", paper="0.55 to 0.7", measured=f"{no_bias[-1]:.2f}",
-             verdict="agree" if 0.55 <= no_bias[-1] <= 0.7 else "disagree"),
-        dict(claim="with bias, the decay stops (last layer, lowest alpha)", paper="alpha ~ 0",
-             measured=f"{bias.min():.2f} at step {runs['bias']['steps'][early]}", verdict="agree" if bias.min() < 0.1 else "disagree"),
-        dict(claim="with bias, offsets grow later in training", paper="alpha < 0", measured=f"{bias[-1]:.2f} at the last step",
-             verdict="agree" if bias[-1] < 0 else "disagree"),
-    ]
+def in_context(out: Path, p: dict, runs: dict) -> dict:
+    """At every measured step, inside the training context (t in [32, C - P]): the last layer's fit
+    of each run and the interval of alpha(bias) - alpha(no bias), refitted from the saved curves."""
+    t_max = p["context"] - p["prompt_len"]
+    rows = []
+    for step in runs["bias"]["steps"]:
+        curves = {}
+        for name in RUNS:
+            with np.load(out / name / f"offsets_step{step}.npz") as data:
+                curves[name] = (data["t"], data["l2"][:, -1], data["floor"][-1] if "floor" in data else None)
+        (t, bias, floor_b), (_, plain, floor_p) = curves["bias"], curves["no_bias"]
+        row = dict(step=int(step))
+        for name, (_, l2, floor) in curves.items():
+            try:
+                row[name] = nh.fit_power_law(t, l2, t_max=t_max, floor=floor).to_dict()
+            except ValueError as err:  # a window refused by the noise floor
+                row[name] = {"error": str(err)}
+        try:
+            row["difference"] = nh.alpha_difference(t, bias, plain, t_max=t_max, floor_a=floor_b, floor_b=floor_p).to_dict()
+        except ValueError as err:
+            row["difference"] = {"error": str(err)}
+        rows.append(row)
+    return dict(t_max=t_max, steps_total=p["steps"], rows=rows)
 
 
 def draw(out: Path) -> None:
@@ -110,7 +126,10 @@ def main() -> None:
         print(f"{name}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")
         for step, row in zip(r["steps"], r["alpha"]):
             print(f"  step {step:>5}: alpha per layer " + ", ".join(f"{a:.2f}" for a in row))
-    print(claims_table(summary["claims"]))
+    for claim in CLAIMS:
+        if claim.parts == ("logit_bias",):
+            judged = claim.judge({"logit_bias": summary})
+            print(f"{claim.claim}: {judged.verdict}; {judged.measured}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ seeds, the project's init: normal, std 0.02, GPT-2's scaling of the output proje
 On prompt pairs cut from held-out text (the embedded corpus, tokenized with the model's own
 tokenizer; P and T in tokens), for the trained model and every seed at init: offsets at every
 layer and t, alpha per layer above the measured float32 noise floor with bootstrap intervals over
-pairs, local exponents, next-token KL; on the trained model and one init seed: the bound's
+pairs (at init: over seeds, then pairs within them), the trained-minus-init difference of alpha
+per layer as one interval, local exponents, next-token KL; on the trained model and one init seed: the bound's
 conditions (largest attention logit B per layer, sigma_min of every norm), the direct-read versus
 relay split, and the token-dynamics measures across depth (the second paper's comparison of the
 control threshold with real LLMs). And the question a model builder asks: two system prompts
@@ -155,9 +156,21 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
             curves.append(data["l2"])
             floors.append(data["floor"])
         inits.append(dict(seed=seed, fits=summary["fits"]))
-    pooled = np.concatenate(curves)  # pairs of every seed (the interval is over pairs, not seeds)
+    pooled = np.concatenate(curves)  # every seed's pairs; intervals resample seeds, then pairs within them
+    seed_of_pair = np.repeat(np.arange(len(curves)), [c.shape[0] for c in curves])
+    init_floor = np.max(floors, axis=0)
     t = np.arange(1, pooled.shape[-1] + 1)
-    init_fits = fit_layers(t, pooled, np.max(floors, axis=0), **_fits(p))
+    init_fits = fit_layers(t, pooled, init_floor, groups=seed_of_pair, **_fits(p))
+    with np.load(out / "trained" / "offsets.npz") as data:
+        trained_l2, trained_floor = data["l2"], data["floor"]
+    difference = []  # trained minus init, per layer, on a common window
+    for layer in range(1, cfg.n_layers + 1):
+        try:
+            difference.append(nh.alpha_difference(
+                t, trained_l2[:, layer], pooled[:, layer], t_min=p["fit_t_min"], floor_a=trained_floor[layer],
+                floor_b=init_floor[layer], groups_b=seed_of_pair, n_boot=p["n_boot"]).to_dict())
+        except ValueError as err:  # a window refused by the noise floor on either side
+            difference.append({"error": str(err)})
     init0 = nh.Transformer(cfg, rngs=nnx.Rngs(p["init_seeds"][0]))
 
     summary = dict(
@@ -168,7 +181,9 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
                   perplexity_init=perplexity(init0, pairs.continuations[:2])),
         trained=dict(fits=trained["fits"], **_side_measures(model, pairs, windows, p)),
         init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
+                  interval="hierarchical bootstrap: seeds, then pairs within them",
                   **_side_measures(init0, pairs, windows, p)),
+        trained_minus_init=difference,
         system_prompts=_system_prompts(model, tokenizer, text, p, out),
     )
     summary["wall_s"] = time.perf_counter() - start
@@ -199,7 +214,7 @@ def draw(out: Path) -> None:
     ax.axhspan(*PAPER["trained"], color="C0", alpha=0.08, label="paper: trained 0.55 to 0.7")
     ax.axhspan(*PAPER["untrained"], color="C1", alpha=0.08, label="paper: untrained 0.2 to 0.5")
     _alpha_band(ax, s["trained"]["fits"], "trained (SmolLM2-135M-Instruct, Q4_1)", "C0")
-    _alpha_band(ax, s["init"]["fits"], f"same config at init, seeds {s['init']['seeds']} pooled", "C1")
+    _alpha_band(ax, s["init"]["fits"], f"same config at init, seeds {s['init']['seeds']} (x: each seed)", "C1")
     for row in s["init"]["per_seed"]:
         pts = [(k, f["alpha"]) for k, f in enumerate(row["fits"], start=1) if f.get("alpha") is not None]
         ax.plot(*zip(*pts), "x", color="C1", ms=4, alpha=0.6) if pts else None
@@ -208,7 +223,7 @@ def draw(out: Path) -> None:
     ax.axhline(1, color="grey", lw=0.8, ls="--")
     ax.set(xlabel="layer l", ylabel="alpha (offset ~ t^-alpha)",
            title=f"alpha per layer, t in {window}, P = {p['prompt_len']}, {p['n_pairs']} held-out text pairs; "
-                 "bands: 95 % bootstrap over pairs")
+                 "bands: 95 % bootstrap (init: over seeds, then pairs)")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     save_figure(out / "alpha_vs_layer.png", fig)
 

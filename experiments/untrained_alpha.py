@@ -17,6 +17,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+import numpy as np
+
 import nohair_jax as nh
 from nohair_jax.measure import measure_model, untrained_model
 from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
@@ -36,11 +38,31 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
         print(f"depth {depth}: {p['n_pairs']} pairs, T = {p['length']}", flush=True)
         summary = measure_model(model, pairs, out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
-        rows.append(dict(depth=depth, fits=summary["fits"]))
+        rows.append(dict(depth=depth, fits=summary["fits"], decay_laws=decay_laws(out / f"depth_{depth}", summary["fits"])))
     result = dict(profile=profile, settings=p, seed=seed, paper_range_untrained=[0.2, 0.5], rows=rows)
     save_json(out / "summary.json", result)
     draw(out)
     return result
+
+
+def decay_laws(folder: Path, fits: list[dict]) -> list[dict]:
+    """Per layer, the power law against the alternatives (``fit.compare_decay_laws``) on the window of
+    its alpha fit, the relay model's shape among them; ``{"error": ...}`` where the layer was not fitted."""
+    with np.load(folder / "offsets.npz") as data:
+        l2, t, prompt_len = data["l2"], data["t"], int(data["prompt_len"])
+    relay_shapes = np.asarray(nh.relay.offsets(prompt_len, t.size, l2.shape[1] - 1))
+    rows = []
+    for layer, fit in enumerate(fits, start=1):
+        if fit.get("alpha") is None:
+            rows.append({"error": fit.get("error", "no fit")})
+            continue
+        t0, t1 = fit["t_range"]
+        try:
+            rows.append(nh.compare_decay_laws(t, l2[:, layer], t_min=t0, t_max=t1,
+                                              shapes={"relay": relay_shapes[layer]}).to_dict())
+        except ValueError as err:  # a window too short for five bins
+            rows.append({"error": str(err)})
+    return rows
 
 
 def draw(out: Path) -> None:

@@ -14,10 +14,14 @@ from nohair_jax.bound import BoundConditions, BoundNotApplicable, check_bound, m
 from nohair_jax.checkpoints import CheckpointError, load_checkpoint
 from nohair_jax.data import Corpus, decode, encode, heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
 from nohair_jax.fit import (
+    AlphaDifference,
     HalfLife,
     NoiseFloorError,
     PowerLawFit,
+    alpha_difference,
     alpha_vs_window,
+    bootstrap_indices,
+    compare_decay_laws,
     fit_power_law,
     kl_half_life,
     local_exponent,
@@ -34,6 +38,7 @@ from nohair_jax.train import TrainConfig, TrainResult, alpha_history, load_train
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlphaDifference",
     "BoundConditions",
     "BoundNotApplicable",
     "CheckpointError",
@@ -53,10 +58,13 @@ __all__ = [
     "TrainResult",
     "Transformer",
     "TransformerConfig",
+    "alpha_difference",
     "alpha_history",
     "alpha_vs_window",
+    "bootstrap_indices",
     "bound",
     "check_bound",
+    "compare_decay_laws",
     "data",
     "dynamics",
     "decode",

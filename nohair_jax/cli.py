@@ -401,10 +401,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    out = getattr(args, "out", None)
+    if out is not None:  # before any work: the folder must be makeable
+        existing = next(p for p in (Path(out), *Path(out).parents) if p.exists())
+        if not existing.is_dir():
+            why = "exists and is not a folder" if existing == Path(out) else f"cannot be a folder: {str(existing)!r} is a file"
+            print(f"nohair {args.command}: error: --out {str(out)!r} {why}", file=sys.stderr)
+            return 2
     try:
         return args.func(args)
     except ValueError as err:  # bad input: one clear line naming the value, not a traceback
         print(f"nohair {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a file that cannot be read or written: name it, in one line
+        where = f": {err.filename}" if err.filename else ""
+        print(f"nohair {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
 
 

@@ -84,7 +84,8 @@ class PowerLawFit:
     """Result of ``fit_power_law``: ``d(t) ~ prefactor * t**-alpha`` over ``t_range``.
 
     alpha: decay exponent (dimensionless). ci: bootstrap interval of alpha over pairs at
-    ``confidence``, ``(nan, nan)`` for one curve (or one pair) or ``n_boot = 0``. prefactor: in the units
+    ``confidence`` (over groups of pairs, then pairs, when ``n_groups`` is set), ``(nan, nan)`` for one
+    curve (or one pair) or ``n_boot = 0``. prefactor: in the units
     of ``d``. r2: of the log-log least squares on the ``n_bins`` binned points. t_range: first
     and last position actually used, after floor truncation. floor_t: first position
     ``>= t_min`` where the summary curve fell below ``floor_factor * floor`` (it may lie beyond
@@ -100,6 +101,7 @@ class PowerLawFit:
     floor_t: int | None
     summary: str
     confidence: float
+    n_groups: int | None = None  # the hierarchical bootstrap's group count (seeds), None: over pairs only
 
     def to_dict(self) -> dict:
         """Plain ints/floats/None/lists; nan becomes None so that strict JSON accepts it."""
@@ -163,6 +165,7 @@ def fit_power_law(
     floor=None,
     floor_factor=10.0,
     min_bins=4,
+    groups=None,
 ) -> PowerLawFit:
     """Fit ``d(t) ~ prefactor * t**-alpha`` over ``t`` in ``[t_min, t_max]`` (positions, tokens).
 
@@ -171,7 +174,10 @@ def fit_power_law(
     ``[T]`` absolute noise level in the units of ``d``; the window then ends before the first
     ``t >= t_min`` where the summary curve is below ``floor_factor * floor``, and
     ``NoiseFloorError`` is raised if fewer than ``min_bins`` bins remain. The bootstrap
-    resamples pairs ``n_boot`` times (``numpy.random.default_rng(seed)``) in the same window.
+    resamples pairs ``n_boot`` times (``numpy.random.default_rng(seed)``) in the same window;
+    with ``groups`` (int ``[n_pairs]``, a label per pair such as the seed of the model it was
+    measured on) it resamples groups, then pairs within each (``bootstrap_indices``), so that the
+    interval covers the variation between seeds as well as between pairs.
     """
     t, d = _check_curves(t, d)
     _check_summary(summary)
@@ -219,14 +225,8 @@ def fit_power_law(
 
     ci = (math.nan, math.nan)
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:  # one pair has no interval, not [alpha, alpha]
-        n_pairs = d.shape[0]
-        resamples = np.random.default_rng(seed).integers(0, n_pairs, size=(n_boot, n_pairs))
-        chunk = max(1, _BOOT_CHUNK_ELEMENTS // d_used.size)
-        boot_slopes = np.concatenate([
-            _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d_used[idx], summary)), starts))[0]
-            for idx in np.split(resamples, range(chunk, n_boot, chunk))
-        ])
-        lo, hi = np.quantile(-boot_slopes, [(1 - confidence) / 2, (1 + confidence) / 2])
+        boot = _bootstrap_alphas(d_used, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed, groups))
+        lo, hi = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
         ci = (float(lo), float(hi))
 
     return PowerLawFit(
@@ -239,6 +239,175 @@ def fit_power_law(
         floor_t=None if floor_t is None else _py(floor_t),
         summary=summary,
         confidence=float(confidence),
+        n_groups=None if groups is None else int(np.unique(groups).size),
+    )
+
+
+def bootstrap_indices(n_pairs: int, n_boot: int, seed: int, groups=None) -> np.ndarray:
+    """Resampled pair indices int ``[n_boot, n_pairs]`` (``numpy.random.default_rng(seed)``).
+
+    Without ``groups``: pairs with replacement. With ``groups`` (a label per pair; every group the
+    same size): a hierarchical bootstrap, groups with replacement, then pairs with replacement
+    within each chosen group.
+    """
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        return rng.integers(0, n_pairs, size=(n_boot, n_pairs))
+    groups = np.asarray(groups)
+    if groups.shape != (n_pairs,):
+        raise ValueError(f"groups must hold one label per pair, shape ({n_pairs},), got {groups.shape}")
+    members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    size = members[0].size
+    if any(m.size != size for m in members):
+        raise ValueError(f"every group must hold as many pairs, got sizes {[m.size for m in members]}")
+    members = np.stack(members)  # [G, size]
+    chosen = rng.integers(0, len(members), size=(n_boot, len(members)))  # [n_boot, G]
+    within = rng.integers(0, size, size=(n_boot, len(members), size))  # [n_boot, G, size]
+    return members[chosen[..., None], within].reshape(n_boot, n_pairs)
+
+
+def _bootstrap_alphas(d_used, log_t_bin, starts, summary, resamples) -> np.ndarray:
+    """alpha of each resample of the pairs (rows of ``resamples``) on the binned window: [n_boot]."""
+    chunk = max(1, _BOOT_CHUNK_ELEMENTS // d_used.size)
+    slopes = np.concatenate([
+        _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d_used[idx], summary)), starts))[0]
+        for idx in np.split(resamples, range(chunk, len(resamples), chunk))
+    ])
+    return -slopes
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphaDifference:
+    """Result of ``alpha_difference``: ``alpha_a - alpha_b`` on one window ``t_range``, its bootstrap
+    interval ``ci`` at ``confidence`` (a and b resampled independently; (nan, nan) for ``n_boot = 0``),
+    and both alphas."""
+
+    difference: float
+    ci: tuple[float, float]
+    alpha_a: float
+    alpha_b: float
+    t_range: tuple[int, int]
+    confidence: float
+
+    def to_dict(self) -> dict:
+        ci = None if math.isnan(self.ci[0]) else list(self.ci)
+        return dict(difference=self.difference, ci=ci, alpha_a=self.alpha_a, alpha_b=self.alpha_b,
+                    t_range=list(self.t_range), confidence=self.confidence)
+
+
+def alpha_difference(
+    t, d_a, d_b, *, t_min=32, t_max=None, floor_a=None, floor_b=None, groups_a=None, groups_b=None,
+    n_boot=1000, confidence=0.95, seed=0, bins_per_decade=8, summary="mean",
+) -> AlphaDifference:
+    """``alpha(d_a) - alpha(d_b)`` of two sets of curves ``[n_a, T]``, ``[n_b, T]`` on a common window.
+
+    Each set is fitted as ``fit_power_law`` would (floors, groups); the window is ``[t_min, t_end]``
+    with ``t_end`` the earlier of the two windows' ends, so both alphas are measured on the same
+    positions. The interval is the percentile interval of the difference over ``n_boot``
+    independent resamples of each set (hierarchical where groups are given): a comparison of two
+    conditions as one interval, not two.
+    """
+    common = dict(t_min=t_min, t_max=t_max, bins_per_decade=bins_per_decade, summary=summary, n_boot=0)
+    fit_a = fit_power_law(t, d_a, floor=floor_a, **common)
+    fit_b = fit_power_law(t, d_b, floor=floor_b, **common)
+    t = _check_t(t)
+    t_end = min(fit_a.t_range[1], fit_b.t_range[1])
+    window = (t >= t_min) & (t <= t_end)
+    _, starts = _log_bins(t[window], t_min, t_end, bins_per_decade)
+    log_t_bin = _bin_mean(np.log(t[window]), starts)
+    alphas, boots = [], []
+    for k, (d, groups) in enumerate(((d_a, groups_a), (d_b, groups_b))):
+        d = np.asarray(d, dtype=np.float64)[..., window]
+        if d.ndim != 2 or d.shape[0] < 2:
+            raise ValueError(f"alpha_difference needs at least two curves [n_pairs >= 2, T] on each side, got {d.shape}")
+        slope, _, _ = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d, summary)), starts))
+        alphas.append(float(-slope))
+        boots.append(_bootstrap_alphas(d, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed + k, groups)))
+    lo, hi = (math.nan, math.nan) if n_boot == 0 else np.quantile(boots[0] - boots[1], [(1 - confidence) / 2, (1 + confidence) / 2])
+    return AlphaDifference(difference=alphas[0] - alphas[1], ci=(float(lo), float(hi)), alpha_a=alphas[0], alpha_b=alphas[1],
+                           t_range=(_py(t[window][0]), _py(t_end)), confidence=float(confidence))
+
+
+DECAY_LAWS = ("power", "log_power", "exponential", "stretched_exp")
+_STRETCH_GRID = np.linspace(0.02, 1.0, 50)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecayLawComparison:
+    """Result of ``compare_decay_laws``: which law describes a binned offset curve best.
+
+    aic: law -> Akaike information criterion ``n log(RSS / n) + 2 k`` of its least-squares fit to
+    the log of the log-binned summary curve (``n`` bins, ``k`` parameters). best: the law of lowest
+    AIC. power_gap: AIC(power) - AIC(best), >= 0 (0 when the power law is best; above 2, an
+    alternative is clearly better). params: each law's fitted parameters. local_exponent_drift:
+    the local exponent ``-d log d / d log t`` at the window's last bin minus at its first.
+    """
+
+    aic: dict
+    best: str
+    power_gap: float
+    params: dict
+    t_range: tuple[int, int]
+    n_bins: int
+    local_exponent_drift: float
+
+    def to_dict(self) -> dict:
+        return dict(aic=self.aic, best=self.best, power_gap=self.power_gap, params=self.params,
+                    t_range=list(self.t_range), n_bins=self.n_bins, local_exponent_drift=self.local_exponent_drift)
+
+
+def compare_decay_laws(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summary="mean", shapes=None) -> DecayLawComparison:
+    """Hold ``d(t) ~ t^-alpha`` against the alternatives the theory names, on one window.
+
+    The laws, fitted by least squares to ``log`` of the summary curve averaged in log bins (as
+    ``fit_power_law`` bins it), with their parameter counts: ``power`` ``c t^-alpha`` (2);
+    ``log_power`` ``c (log t)^k / t``, the bound's shape (2); ``exponential`` ``c e^(-a t)`` (2);
+    ``stretched_exp`` ``c e^(-a t^beta)``, beta on a grid in (0, 1] (3); and for every
+    ``shapes[name]`` (a reference curve ``[T]`` such as the relay model's offsets) ``c * shape`` (1).
+    Compared by AIC on the binned points. t: ``[T]``; d: ``[n_pairs, T]`` or ``[T]``, positive in
+    the window; ``t_min >= 2`` (``log t`` must be positive for the log-power law).
+    """
+    t, d = _check_curves(t, d)
+    _check_summary(summary)
+    t_max = t[-1] if t_max is None else t_max
+    _check_window(t, t_min, t_max)
+    if t_min < 2:
+        raise ValueError(f"t_min must be >= 2 for the log-power law (log t > 0), got t_min = {t_min!r}")
+    window = (t >= t_min) & (t <= t_max)
+    _check_values(t, d, window, lambda x: np.isfinite(x) & (x > 0), "non-positive or non-finite")
+    t_used = t[window]
+    _, starts = _log_bins(t_used, t_min, t_used[-1], bins_per_decade)
+    n = len(starts)
+    if n < 5:
+        raise _BadWindowError(f"window t in [{_py(t_used[0])}, {_py(t_used[-1])}] holds {n} bins; 5 or more are needed")
+    x = _bin_mean(np.log(t_used), starts)  # log t per bin
+    y = _bin_mean(np.log(summary_curve(d[..., window], summary)), starts)
+    t_bin = np.exp(x)
+
+    def linear(features: list[np.ndarray], target: np.ndarray) -> tuple[float, np.ndarray]:
+        design = np.stack(features, axis=1)
+        coef, *_ = np.linalg.lstsq(design, target, rcond=None)
+        return float(np.sum((design @ coef - target) ** 2)), coef
+
+    ones = np.ones(n)
+    fits = {
+        "power": (2, *linear([ones, -x], y)),
+        "log_power": (2, *linear([ones, np.log(x)], y + x)),
+        "exponential": (2, *linear([ones, -t_bin], y)),
+    }
+    stretched = min((linear([ones, -t_bin**beta], y) + (beta,) for beta in _STRETCH_GRID), key=lambda r: r[0])
+    fits["stretched_exp"] = (3, stretched[0], np.append(stretched[1], stretched[2]))
+    for name, shape in (shapes or {}).items():
+        shape = np.asarray(shape, dtype=np.float64)
+        _check_last_axis(t, shape, name)
+        reference = _bin_mean(np.log(shape[window]), starts)
+        fits[name] = (1, *linear([ones], y - reference))
+    aic = {name: float(n * np.log(max(rss, 1e-300) / n) + 2 * k) for name, (k, rss, _) in fits.items()}
+    best = min(aic, key=aic.get)
+    slopes = -np.diff(y) / np.diff(x)
+    return DecayLawComparison(
+        aic=aic, best=best, power_gap=aic["power"] - aic[best], params={k: v[2].tolist() for k, v in fits.items()},
+        t_range=(_py(t_used[0]), _py(t_used[-1])), n_bins=n, local_exponent_drift=float(slopes[-1] - slopes[0]),
     )
 
 

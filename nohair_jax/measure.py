@@ -27,7 +27,8 @@ def untrained_model(depth: int, *, d_model: int = 128, max_len: int = 1024, seed
 
 
 def fit_layers(t: np.ndarray, l2: np.ndarray, floor: np.ndarray | None, **fit_kwargs) -> list[dict]:
-    """``fit_power_law`` of every layer 1..L of l2 [n_pairs, L+1, T]; floor [L+1, T] or None.
+    """``fit_power_law`` of every layer 1..L of l2 [n_pairs, L+1, T]; floor [L+1, T] or None;
+    ``fit_kwargs`` go to every fit (``groups`` for a hierarchical interval, say).
 
     A layer whose window is refused (noise floor, too short) gets ``{"error": message}`` instead
     of failing the whole model.

@@ -7,11 +7,11 @@ starts it again from an empty folder, so no result is silently stale. A part tha
 interrupted with the same configuration resumes in its folder (training runs continue from
 their last checkpoint).
 
-A *claim* is one sentence of the two papers (``CLAIMS``), the value the paper gives, and a
-function that reads the parts' summaries and returns what was measured here, its interval and
-a verdict: ``agree``, ``disagree`` or ``not measured at this scale`` (when the part did not run
-or cannot decide it). The report (``report.md``, ``report.html`` with the figures embedded) opens
-with the claims table; ``claims.json`` is the same table for programs.
+A *claim* is one sentence of the two papers with the criterion it is judged by and a judge that
+reads the parts' summaries (``nohair_jax.claims``). The report (``report.md``, ``report.html``
+with the figures embedded) opens with the claims table, then each claim's criterion in words and
+the figures that show its evidence; ``claims.json`` is the same table for programs, with the
+numbers each verdict was computed from.
 """
 
 from __future__ import annotations
@@ -24,16 +24,11 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
 from tqdm.auto import tqdm
 
-from nohair_jax.fit import fit_power_law
+from nohair_jax.claims import CLAIMS, NOT_MEASURED, VERDICTS, Claim, judge_claims
 from nohair_jax.results import atomic_path, load_json, save_json
-
-NOT_MEASURED = "not measured at this scale"
-VERDICTS = ("agree", "disagree", NOT_MEASURED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,364 +144,6 @@ def run_part(part: Part, profile: str, out: Path, *, force: bool = False) -> tup
     return load_json(folder / part.summary), f"ran in {time.perf_counter() - start:.0f} s"
 
 
-# ---------------------------------------------------------------- claims
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    """One claim of the papers and how to read its verdict off the parts' summaries.
-
-    ``judge(summaries)`` gets ``{part name: summary dict}`` of the parts that ran and returns
-    ``(measured text, interval [lo, hi] or None, verdict)``; it is only called when every part in
-    ``parts`` is present.
-    """
-
-    id: str
-    claim: str
-    paper_value: str
-    parts: tuple[str, ...]
-    judge: Callable[[dict], tuple[str, list | None, str]]
-
-
-def _fmt(fit: dict) -> str:
-    return f"{fit['alpha']:.2f}" if "alpha" in fit else "no fit"
-
-
-def _interval(fit: dict) -> list | None:
-    ci = fit.get("ci")
-    return None if not ci or ci[0] is None else [round(ci[0], 3), round(ci[1], 3)]
-
-
-def _overlaps(fit: dict, lo: float, hi: float) -> bool:
-    ci = _interval(fit) or [fit["alpha"], fit["alpha"]]
-    return ci[1] >= lo and ci[0] <= hi
-
-
-def _verdict(ok: bool) -> str:
-    return "agree" if ok else "disagree"
-
-
-def _deepest_last_layer(s: dict) -> dict:
-    return s["untrained_alpha"]["rows"][-1]["fits"][-1]
-
-
-def _power_law(s):
-    fits = [f for row in s["untrained_alpha"]["rows"] for f in row["fits"] if "alpha" in f]
-    if not fits:
-        return "no layer could be fitted", None, NOT_MEASURED
-    r2 = min(f["r2"] for f in fits)
-    return f"smallest R^2 of the log-log fits: {r2:.4f} ({len(fits)} layers)", None, _verdict(r2 >= 0.95)
-
-
-def _untrained(s):
-    fit = _deepest_last_layer(s)
-    if "alpha" not in fit:
-        return fit.get("error", "no fit"), None, NOT_MEASURED
-    depth = s["untrained_alpha"]["rows"][-1]["depth"]
-    alphas = [f["alpha"] for row in s["untrained_alpha"]["rows"] for f in row["fits"] if "alpha" in f]
-    text = f"{fit['alpha']:.2f} (last layer, depth {depth}); all layers {min(alphas):.2f} to {max(alphas):.2f}"
-    return text, _interval(fit), _verdict(_overlaps(fit, 0.2, 0.5))
-
-
-def _trained(s):
-    run = s["trained_vs_untrained"]["runs"][0]
-    fit, inside = run["trained"][-1], run["trained_in_context"][-1]
-    if "alpha" not in fit:
-        return fit.get("error", "no fit"), None, NOT_MEASURED
-    steps = s["trained_vs_untrained"]["settings"]["steps"]
-    text = f"{fit['alpha']:.2f} (last layer, t in {fit['t_range']}); {_fmt(inside)} inside the training context; {steps} steps"
-    return text, _interval(fit), _verdict(_overlaps(fit, 0.55, 0.7))
-
-
-def _trained_faster(s):
-    run = s["trained_vs_untrained"]["runs"][0]
-    pairs = [(t, u) for t, u in zip(run["trained"], run["untrained"]) if "alpha" in t and "alpha" in u]
-    if not pairs:
-        return "no layer fitted in both", None, NOT_MEASURED
-    faster = [_interval(t)[0] > _interval(u)[1] for t, u in pairs]
-    text = "; ".join(f"layer {k}: {t['alpha']:.2f} vs {u['alpha']:.2f}" for k, (t, u) in enumerate(pairs, start=1))
-    return f"trained vs untrained alpha: {text}", None, _verdict(all(faster))
-
-
-def _conditions(s):
-    rows = s["bound_check"]["rows"]
-    failures = [f for row in rows for f in row["failures"]]
-    logit = max(max(row["logit_bound"]) for row in rows)
-    sigma = min(row["sigma_min_over_floor"] for row in rows)
-    text = f"largest logit B = {logit:.3g}; smallest sigma_min = {sigma:.3g} x sqrt(eps); depths {[r['depth'] for r in rows]}"
-    return text + (f"; fails: {failures[0]}" if failures else ""), None, _verdict(not failures)
-
-
-def _bound_holds(s):
-    rows = [r for r in s["bound_check"]["rows"] if "error" not in r["explicit"]]
-    if not rows:
-        return "the bound does not apply to the measured models", None, NOT_MEASURED
-    entries = [e for r in rows for e in r["explicit"]]
-    margin = min(e["margin"] for e in entries)
-    holds = all(e["holds"] for e in entries)
-    return f"explicit bound above every measured offset; smallest margin bound/measured = {margin:.3g}", None, _verdict(holds)
-
-
-def _relay_logs(s):
-    entries = [e for r in s["bound_check"]["rows"] for e in r["shape"]]
-    if any("error" in e for e in entries) or not entries:
-        return "shape check could not be fitted", None, NOT_MEASURED
-    worst = max(entries, key=lambda e: e["slope"])
-    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
-            f"{sum(e['passes'] for e in entries)}/{len(entries)} layers pass")
-    return text, [round(v, 3) for v in worst["interval"]] if worst["interval"][0] is not None else None, _verdict(
-        all(e["passes"] for e in entries))
-
-
-def _dilution_alpha(prompt_len: int, t_range: list) -> float:
-    """alpha of the pure dilution curve P / (P + t) fitted on the same window."""
-    t = np.arange(t_range[0], t_range[1] + 1, dtype=np.float64)
-    return fit_power_law(t, prompt_len / (prompt_len + t), t_min=t_range[0], n_boot=0).alpha
-
-
-def _direct(s):
-    split = s["direct_vs_relay"]
-    fits = [f for f in split["fits"]["direct"] if "alpha" in f]
-    if not fits:
-        return "no direct part could be fitted", None, NOT_MEASURED
-    reference = _dilution_alpha(split["settings"]["prompt_len"], fits[0]["t_range"])
-    alphas = [f["alpha"] for f in fits]
-    text = f"direct-read alpha per layer {', '.join(f'{a:.2f}' for a in alphas)}; dilution P/(P+t) on the same window {reference:.2f}"
-    return text, [round(min(alphas), 3), round(max(alphas), 3)], _verdict(all(abs(a - reference) < 0.1 for a in alphas))
-
-
-def _bound_tight(s):
-    rows = s["relay_model"]["rows"]
-    deep = [r for r in rows if r["depth"] >= 2]
-    approaching = all(np.all(np.diff(r["ratio_to_shape"]) > 0) and r["ratio_to_shape"][-1] <= r["ratio_limit"] * (1 + 1e-9)
-                      and r["ratio_to_shape"][-1] > 0.5 * r["ratio_limit"] for r in deep)
-    t_max = rows[0]["ratio_t"][-1]
-    text = "; ".join(f"L={r['depth']}: {r['ratio_to_shape'][-1]:.3g} -> {r['ratio_limit']:.3g}" for r in deep)
-    return f"delta_L / (P (log t)^(L-1) / t) at t = {t_max:.0e}: {text}", None, _verdict(approaching)
-
-
-def _exponent_rise(s):
-    layers = [row for row in s["untrained_vs_relay"]["layers"] if row["layer"] >= 2]
-    if not layers:
-        return "needs depth >= 2", None, NOT_MEASURED
-    rises = []
-    parts = []
-    for row in layers:
-        net = np.asarray([np.nan if v is None else v for v in row["network"]], dtype=float)
-        ok = np.flatnonzero(np.isfinite(net))
-        first, last = net[ok[: max(1, len(ok) // 4)]].mean(), net[ok[-max(1, len(ok) // 4):]].mean()
-        rises.append(last > first and row["relay"][-1] > row["relay"][0])
-        parts.append(f"layer {row['layer']}: {first:.2f} -> {last:.2f} (relay {row['relay'][0]:.2f} -> {row['relay'][-1]:.2f})")
-    return "local exponent, first to last quarter of t: " + "; ".join(parts), None, _verdict(all(rises))
-
-
-def _bias_claim(index: int):
-    def judge(s):
-        row = s["logit_bias"]["claims"][index]
-        return row["measured"], None, row["verdict"]
-    return judge
-
-
-def _sufficient(s):
-    fits = [f for row in s["untrained_alpha"]["rows"] for f in row["fits"]]
-    lows = [(_interval(f) or [f["alpha"]])[0] for f in fits if "alpha" in f]
-    relay_min = min(min(v for v in row["local_exponent"]) for row in s["relay_model"]["rows"])
-    text = f"untrained alpha lower bounds >= {min(lows):.2f} in every layer; relay-model local exponent >= {relay_min:.3f}"
-    return text, None, _verdict(min(lows) > 0 and relay_min > 0 and len(lows) == len(fits))
-
-
-def _depth(s):
-    rows = s["depth_length_sweep"]["depth_prompt"]
-    by_prompt = {}
-    for r in sorted(rows, key=lambda r: r["depth"]):
-        by_prompt.setdefault(r["prompt_len"], []).append(r)
-    if any(len(v) < 2 or any(r["alpha"] is None for r in v) for v in by_prompt.values()):
-        return "needs two depths with fits at every prompt length", None, NOT_MEASURED
-    text = "; ".join(f"P={P}: " + ", ".join(f"L{r['depth']} {r['alpha']:.2f} (relay {r['relay']:.2f})" for r in v)
-                     for P, v in by_prompt.items())
-    falls = all(a["ci"][0] > b["ci"][1] for v in by_prompt.values() for a, b in zip(v, v[1:]))
-    return f"last-layer alpha by depth: {text}", None, _verdict(falls)
-
-
-def _consensus_rows(s, clusters: int):
-    return [r for r in s["consensus"]["rows"] if r["clusters_targeted"] == clusters]
-
-
-def _controlled(rows: list[dict], what: str):
-    """The verdict for 'the control reaches the target in every draw', with the free system beside it."""
-    control = [r for r in rows if r["gain_ratio"] > 0]
-    free = [r for r in rows if r["gain_ratio"] == 0]
-    if not control:
-        return f"no controlled {what} run at this profile", None, NOT_MEASURED
-    draws = control[0]["draws"]
-    text = (f"{what}: reached by {min(r['reached'] for r in control):.0%} of {draws} random (Q, K, V) draws with the control "
-            f"(gain {control[0]['gain_ratio']:g} ||V||), {max(r['reached'] for r in free):.0%} without; "
-            f"largest final {control[0]['measure']} {max(r['final']['max'] for r in control):.2g}")
-    return text, None, _verdict(all(r["reached"] == 1.0 for r in control))
-
-
-def _consensus(s):
-    return _controlled(_consensus_rows(s, 1), f"consensus (diameter < {s['consensus']['settings']['eps']})")
-
-
-def _clusters(s):
-    rows = [r for r in s["consensus"]["rows"] if r["clusters_targeted"] > 1]
-    ks = sorted({r["clusters_targeted"] for r in rows})
-    return _controlled(rows, f"{ks} chosen clusters")
-
-
-def _multihead(s):
-    rows = [r for r in _consensus_rows(s, 1) if r["heads"] > 1]
-    heads = sorted({r["heads"] for r in rows})
-    return _controlled(rows, f"consensus with {heads} heads")
-
-
-def _threshold(s):
-    tr = s["control_threshold"]["transition"]
-    rows = s["control_threshold"]["rows"]
-    low, high = rows[0]["reached"], rows[-1]["reached"]
-    text = (f"fraction reaching consensus {low:.0%} at gain 0, {high:.0%} at {rows[-1]['gain_ratio']:g} ||V||; "
-            f"median final diameter below eps from gain {tr['median_below_eps']} ||V||, every draw from "
-            f"{tr['reached_all']} ||V|| (theory's sufficient threshold {tr['theory_threshold']} ||V||)")
-    sharp = low < 0.5 and high == 1.0 and tr["reached_all"] is not None and tr["reached_all"] <= tr["theory_threshold"]
-    return text, None, _verdict(sharp)
-
-
-# ---------------------------------------------------------------- the real language model (part real_model)
-
-
-def _llm_fits(s, key: str) -> list[dict]:
-    return s["real_model"][key]["fits"]
-
-
-def _fitted(fits: list[dict]) -> list[tuple[int, dict]]:
-    return [(k, f) for k, f in enumerate(fits, start=1) if f.get("alpha") is not None]
-
-
-def _llm_alpha(key: str, lo: float, hi: float):
-    """The last layer's alpha of the trained model (``key="trained"``) or of its config at init."""
-    def judge(s):
-        rm = s["real_model"]
-        fits = _fitted(_llm_fits(s, key))
-        if not fits or fits[-1][0] != len(_llm_fits(s, key)):
-            return "the last layer could not be fitted", None, NOT_MEASURED
-        fit = fits[-1][1]
-        alphas = [f["alpha"] for _, f in fits]
-        who = ("SmolLM2-135M-Instruct (Q4_1)" if key == "trained"
-               else f"its config at init, seeds {rm['init']['seeds']} pooled ({rm['init']['pairs_per_seed']} pairs each)")
-        text = (f"{fit['alpha']:.2f} (last of {len(_llm_fits(s, key))} layers, t in {fit['t_range']}, {who}); "
-                f"layers: median {np.median(alphas):.2f}, range {min(alphas):.2f} to {max(alphas):.2f}")
-        return text, _interval(fit), _verdict(_overlaps(fit, lo, hi))
-    return judge
-
-
-def _llm_faster(s):
-    trained, init = _llm_fits(s, "trained"), _llm_fits(s, "init")
-    both = [(k, t, u) for k, (t, u) in enumerate(zip(trained, init), start=1)
-            if _interval(t) is not None and _interval(u) is not None]
-    if not both:
-        return "no layer fitted with intervals in both", None, NOT_MEASURED
-    faster = [k for k, t, u in both if _interval(t)[0] > _interval(u)[1]]
-    slower = [k for k, t, u in both if _interval(t)[1] < _interval(u)[0]]
-    k, t, u = both[-1]
-    text = (f"trained alpha above init with disjoint intervals in {len(faster)}/{len(both)} layers, below in "
-            f"{len(slower)}; last layer {t['alpha']:.2f} vs {u['alpha']:.2f}")
-    return text, None, _verdict(len(faster) == len(both) == len(trained))
-
-
-def _llm_conditions(s):
-    c = s["real_model"]["trained"]["conditions"]
-    sigma = min(min(c["sigma_min_attn"]), min(c["sigma_min_mlp"])) / c["sqrt_eps"]
-    text = (f"largest logit B per layer {min(c['logit_bound']):.3g} to {max(c['logit_bound']):.3g}; smallest "
-            f"sigma_min = {sigma:.3g} x sqrt(eps) over the 60 block norms")
-    return text + (f"; fails: {c['failures'][0]}" if c["failures"] else ""), None, _verdict(not c["failures"])
-
-
-def _llm_threshold(s):
-    """Theory: a control gain above ||V|| drives tokens to consensus. Read off the trained LLM: the
-    layers whose gain analogue |MLP| / attention bound exceeds 1 should contract the tokens on the
-    sphere (diameter falls across the layer) more than the layers below 1."""
-    d = s["real_model"]["trained"]["dynamics"]
-    ratio, diam = np.asarray(d["mlp_over_attn_bound"]), np.asarray(d["sphere_diameter"])
-    change = np.diff(diam)  # [L]: across layer l
-    above = ratio > 1
-    text = (f"gain analogue per layer {ratio.min():.2f} to {ratio.max():.2f} ({above.sum()}/{ratio.size} layers above 1); "
-            f"sphere diameter {diam[0]:.2f} at the embedding, {diam[-1]:.2f} after the last layer")
-    if not above.any() or above.all():
-        return text + ": the threshold is not crossed inside this model, so it cannot be located", None, NOT_MEASURED
-    contracts = change[above].mean() < 0 and change[above].mean() < change[~above].mean()
-    text += (f"; mean diameter change across layers above 1: {change[above].mean():+.3f}, below 1: "
-             f"{change[~above].mean():+.3f}")
-    return text, None, _verdict(bool(contracts))
-
-
-CLAIMS = (
-    Claim("llm_trained_alpha", "A trained language model forgets fast (SmolLM2-135M-Instruct, last layer)",
-          "alpha 0.55 to 0.7", ("real_model",), _llm_alpha("trained", 0.55, 0.7)),
-    Claim("llm_untrained_alpha", "The same architecture at initialisation forgets slowly (SmolLM2's config, last layer)",
-          "alpha 0.2 to 0.5", ("real_model",), _llm_alpha("init", 0.2, 0.5)),
-    Claim("llm_trained_faster", "The trained language model forgets faster than its initialisation "
-          "(every layer, intervals disjoint)", "alpha trained > untrained", ("real_model",), _llm_faster),
-    Claim("llm_bound_conditions", "The bound's conditions hold on a trained language model: bounded logits, "
-          "pre-norm activations away from zero", "B finite, sigma_min > 0", ("real_model",), _llm_conditions),
-    Claim("ff_threshold_llm", "The control threshold compared with a real language model across depth (layers whose "
-          "MLP-to-attention gain exceeds 1 contract the tokens)", "compared with real LLMs", ("real_model",),
-          _llm_threshold),
-    Claim("power_law", "The offset decays approximately as a power law t^-alpha (agree: every fit's R^2 >= 0.95)",
-          "d(t) ~ t^-alpha", ("untrained_alpha",), _power_law),
-    Claim("untrained_alpha", "Untrained models forget slowly (small models, d_model 128)", "alpha 0.2 to 0.5", ("untrained_alpha",), _untrained),
-    Claim("trained_alpha", "Trained models forget fast (small byte-level model trained minutes on a CPU)", "alpha 0.55 to 0.7", ("trained_vs_untrained",), _trained),
-    Claim("trained_faster", "Trained models forget faster than untrained ones (small byte-level model; every layer, "
-          "intervals disjoint)",
-          "alpha trained > untrained", ("trained_vs_untrained",), _trained_faster),
-    Claim("bound_conditions", "The bound's conditions hold on the small untrained models: bounded logits, pre-norm "
-          "activations away from zero",
-          "B finite, sigma_min > 0", ("bound_check",), _conditions),
-    Claim("bound_holds", "The offset at depth L is O(P (log t)^(L-1) / t): the explicit bound is never exceeded",
-          "offset <= C_L P (log t)^(L-1) / t", ("bound_check",), _bound_holds),
-    Claim("relay_only_logs", "Relay can only add logarithmic factors: offsets decay at least like the relay shape",
-          "slope of offset / shape <= 0", ("bound_check",), _relay_logs),
-    Claim("direct_is_dilution", "The prompt's direct influence is diluted as the context grows (untrained model)",
-          "alpha = 1 for P/(P+t)", ("direct_vs_relay",), _direct),
-    Claim("bound_tight", "The solvable linear relay model attains the bound: it cannot be improved",
-          "delta_L ~ P (log t)^(L-1) / ((L-1)! t)", ("relay_model",), _bound_tight),
-    Claim("exponent_rise", "The relay model reproduces the rise of the local exponent towards 1 seen in untrained networks",
-          "local exponent rises with t", ("untrained_vs_relay",), _exponent_rise),
-    Claim("no_bias_trained", "Without the logit bias, trained models forget (last layer, last step)", "alpha 0.55 to 0.7",
-          ("logit_bias",), _bias_claim(0)),
-    Claim("bias_stops_decay", "Cancelling dilution with a logit bias stops the decay early in training", "alpha ~ 0",
-          ("logit_bias",), _bias_claim(1)),
-    Claim("bias_reverses", "With the logit bias the decay reverses later in training (offsets grow)", "alpha < 0",
-          ("logit_bias",), _bias_claim(2)),
-    Claim("dilution_sufficient", "Dilution is sufficient: untrained networks and the solvable model forget",
-          "alpha > 0 without training", ("untrained_alpha", "relay_model"), _sufficient),
-    Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
-          "(last layer, intervals disjoint)", "alpha falls with depth L", ("depth_length_sweep",), _depth),
-    Claim("ff_consensus", "A feed-forward control steers the tokens arbitrarily close to consensus whatever Q, K, V are",
-          "every (Q, K, V)", ("consensus",), _consensus),
-    Claim("ff_clusters", "The control result extends to convergence to several clusters", "every (Q, K, V)",
-          ("consensus",), _clusters),
-    Claim("ff_multihead", "The control result extends to multi-head attention", "every (Q, K, V)", ("consensus",),
-          _multihead),
-    Claim("ff_threshold", "Consensus shows a threshold in the control gain (theory: gain > ||V|| suffices)",
-          "threshold at gain ~ ||V||", ("control_threshold",), _threshold),
-)
-
-
-def judge_claims(summaries: dict) -> list[dict]:
-    """The claims table: one dict per claim with id, claim, paper_value, measured, interval, verdict, parts."""
-    rows = []
-    for claim in CLAIMS:
-        if all(p in summaries for p in claim.parts):
-            measured, interval, verdict = claim.judge(summaries)
-        else:
-            measured, interval, verdict = "the part did not run", None, NOT_MEASURED
-        assert verdict in VERDICTS, verdict
-        rows.append(dict(id=claim.id, claim=claim.claim, paper_value=claim.paper_value, measured=measured,
-                         interval=interval, verdict=verdict, parts=list(claim.parts)))
-    return rows
-
-
 # ---------------------------------------------------------------- report
 
 
@@ -514,11 +151,22 @@ def _interval_text(interval) -> str:
     return "" if interval is None else f"[{interval[0]:.3g}, {interval[1]:.3g}]"
 
 
+def _with_figures(claims: list[dict], out: Path) -> list[dict]:
+    """Each claim with ``figures``: the figures of its parts that exist (the evidence to look at)."""
+    by_name = {p.name: p for p in PARTS}
+    return [dict(c, figures=[f"{name}/{f}" for name in c["parts"] for f in by_name[name].figures
+                             if (out / name / f).exists()]) for c in claims]
+
+
 def _markdown(claims: list[dict], sections: list[dict], header: str) -> str:
     lines = [header, "", "| claim | paper | measured here | interval | verdict |", "|---|---|---|---|---|"]
     for c in claims:
         cells = [c["claim"], c["paper_value"], c["measured"], _interval_text(c["interval"]), f"**{c['verdict']}**"]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    lines += ["", "## How each claim is judged", ""]
+    for c in claims:
+        shown = ", ".join(f"[{f}]({f})" for f in c["figures"]) or "no figure"
+        lines.append(f"- **{c['id']}** ({c['verdict']}): {c['criterion']} Evidence: `claims.json`, {shown}.")
     for sec in sections:
         lines += ["", f"## {sec['title']}", "", sec["about"], "", f"*{sec['status']}*", ""]
         lines += [f"![{sec['title']}]({fig})" for fig in sec["figures"]]
@@ -533,9 +181,11 @@ def _html(claims: list[dict], sections: list[dict], header: str, out: Path) -> s
         + f"<td class='{c['verdict'].split()[0]}'>{esc(c['verdict'])}</td></tr>"
         for c in claims
     )
+    criteria = "".join(f"<li><b>{esc(c['id'])}</b> ({esc(c['verdict'])}): {esc(c['criterion'])} Evidence: "
+                       f"{esc(', '.join(c['figures']) or 'no figure')}.</li>" for c in claims)
     body = [f"<h1>{esc(header.lstrip('# '))}</h1>",
             "<table><tr><th>claim</th><th>paper</th><th>measured here</th><th>interval</th><th>verdict</th></tr>"
-            f"{rows}</table>"]
+            f"{rows}</table>", f"<h2>How each claim is judged</h2><ul>{criteria}</ul>"]
     for sec in sections:
         body += [f"<h2>{esc(sec['title'])}</h2><p>{esc(sec['about'])}</p><p><em>{esc(sec['status'])}</em></p>"]
         for fig in sec["figures"]:
@@ -550,7 +200,7 @@ def _html(claims: list[dict], sections: list[dict], header: str, out: Path) -> s
 
 def write_report(out: Path, profile: str, summaries: dict, statuses: dict) -> list[dict]:
     """Write claims.json, report.md and report.html into ``out``; returns the claims table."""
-    claims = judge_claims(summaries)
+    claims = _with_figures(judge_claims(summaries), out)
     save_json(out / "claims.json", dict(profile=profile, claims=claims))
     sections = []
     for part in PARTS:
@@ -605,4 +255,5 @@ def _config_text(config: dict) -> str:
     return f"experiment profile {config['profile']}: {settings}"
 
 
-__all__ = ["CLAIMS", "PARTS", "PLANS", "Claim", "Part", "judge_claims", "part_config", "reproduce", "run_part", "write_report"]
+__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "judge_claims", "part_config", "reproduce",
+           "run_part", "write_report"]

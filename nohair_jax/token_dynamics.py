@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import matplotlib
 import numpy as np
+import optax
 from flax import nnx
 from jax import lax
 from matplotlib.figure import Figure
@@ -157,6 +158,53 @@ def simulate_systems(systems: Systems, goal: jax.Array, gain_ratio: float, *, dt
     out = _simulate(systems, goal, gain_ratio, dt, tol, steps=steps, record=record, batch_size=batch_size)
     diam, cos, dist, clusters, states = map(np.asarray, out)
     return Runs(np.arange(steps + 1) * dt, diam, cos, dist, np.asarray(record), clusters, states)
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "iterations"))
+def _ascend(systems: Systems, goal, gain, dt, learning_rate, *, steps: int, iterations: int):
+    def trajectory(params, x0):
+        q, k, v = params
+        control = cluster_control(goal, jnp.arange(goal.shape[0]), gain=gain)
+        return simulate(x0, q, k, v / drift_bound(v), control=control, dt=dt, steps=steps)
+
+    def objective(params, x0):
+        # The time-averaged log of the squared diameter: finite gradients where the tokens have
+        # met (the diameter itself has none at 0), and a signal from the whole trajectory.
+        x = trajectory(params, x0)
+        squared = jnp.max(jnp.sum((x[:, :, None] - x[:, None]) ** 2, axis=-1), axis=(-2, -1))
+        return jnp.mean(jnp.log(1e-30 + squared))
+
+    final = jax.vmap(lambda params, x0: diameter(trajectory(params, x0)[-1]))
+    ascent = jax.vmap(jax.grad(objective))
+    optimiser = optax.adam(learning_rate)
+    params = (systems.Q, systems.K, systems.V)
+
+    def step(carry, _):
+        params, state, worst = carry
+        worst = jnp.maximum(worst, final(params, systems.x0))
+        grads = jax.tree_util.tree_map(jnp.negative, ascent(params, systems.x0))  # optax descends
+        updates, state = optimiser.update(grads, state, params)
+        return (optax.apply_updates(params, updates), state, worst), None
+
+    start = (params, optimiser.init(params), jnp.zeros(systems.x0.shape[0], systems.x0.dtype))
+    (params, _, worst), _ = lax.scan(step, start, None, length=iterations)
+    return jnp.maximum(worst, final(params, systems.x0))
+
+
+def adversarial_diameters(systems: Systems, gain_ratio: float, *, dt: float, steps: int, iterations: int = 30,
+                          learning_rate: float = 0.1) -> np.ndarray:
+    """The worst final diameter found per draw by gradient ascent on ``(Q, K, V)`` under the
+    consensus control ``u = r (e_1 - x)``: ``[draws]`` (units as ``simulate_systems``).
+
+    Each draw's ``(Q, K, V)`` (starting from ``systems``; the tokens ``x0`` stay fixed) is moved by
+    Adam, ``iterations`` steps of ``learning_rate``, up the gradient of its trajectory's
+    time-averaged log squared diameter, differentiated through the RK4 integrator
+    (``jax.grad`` through ``lax.scan``); the largest final diameter seen along the way is returned.
+    ``V`` enters divided by its drift bound, so the search is over attention patterns at a fixed
+    ``||V||``: the gain ratio means the same for every candidate.
+    """
+    goal = cluster_goals(systems.x0.shape[1], systems.x0.shape[2], 1)
+    return np.asarray(_ascend(systems, goal, gain_ratio, dt, learning_rate, steps=steps, iterations=iterations))
 
 
 def first_time_below(series: np.ndarray, t: np.ndarray, eps: float) -> np.ndarray:

@@ -58,3 +58,16 @@ def test_train_command_resumes_and_measures(tmp_path, capsys):
     assert main([*args, "--steps", "8", "--fresh"]) == 0
     printed = capsys.readouterr().out
     assert "held-out bits per byte at step 8" in printed and "step      8:" in printed
+
+
+def test_out_that_is_a_file_and_unwritable_paths_are_one_line_errors(tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("not a folder")
+    args = ["offsets", "--depth", "1", "--d-model", "32", "--heads", "1", "--length", "40", "--pairs", "2"]
+    assert main([*args, "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"nohair offsets: error: --out {str(target)!r} exists and is not a folder"
+    assert target.read_text() == "not a folder"
+    assert main([*args, "--out", str(target / "below")]) == 2  # a folder under a file
+    err = capsys.readouterr().err.strip()
+    assert err == f"nohair offsets: error: --out {str(target / 'below')!r} cannot be a folder: {str(target)!r} is a file"

@@ -389,3 +389,94 @@ def test_kl_half_life_refuses_bad_input(bad):
 
     with pytest.raises(ValueError):
         kl_half_life(bad)
+
+
+# --- hierarchical bootstrap and differences of alphas ----------------------------------------
+
+
+def test_bootstrap_indices_resample_whole_groups_then_pairs_within_them():
+    from nohair_jax.fit import bootstrap_indices
+
+    groups = np.repeat([0, 1, 2], 4)  # 3 seeds x 4 pairs
+    idx = bootstrap_indices(12, 200, 0, groups)
+    assert idx.shape == (200, 12)
+    blocks = groups[idx].reshape(200, 3, 4)
+    assert (blocks == blocks[..., :1]).all()  # each block of 4 comes from one group
+    assert len(np.unique(blocks[..., 0])) == 3
+    np.testing.assert_array_equal(bootstrap_indices(12, 5, 3), np.random.default_rng(3).integers(0, 12, (5, 12)))
+    with pytest.raises(ValueError, match="as many pairs"):
+        bootstrap_indices(5, 10, 0, [0, 0, 0, 1, 1])
+
+
+def test_hierarchical_interval_covers_a_seed_effect_that_the_pair_interval_misses():
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 1025)
+    # 4 seeds whose true alphas differ (0.45 .. 0.75), 8 pairs each with small pair-to-pair noise.
+    alphas = np.repeat([0.45, 0.55, 0.65, 0.75], 8)
+    d = t ** -alphas[:, None] * np.exp(0.05 * rng.standard_normal((32, t.size)))
+    groups = np.repeat(np.arange(4), 8)
+    pairs = fit_power_law(t, d, n_boot=500)
+    seeds = fit_power_law(t, d, n_boot=500, groups=groups)
+    assert seeds.n_groups == 4 and pairs.n_groups is None and seeds.alpha == pairs.alpha
+    assert (seeds.ci[1] - seeds.ci[0]) > 3 * (pairs.ci[1] - pairs.ci[0])
+
+
+def test_alpha_difference_of_exact_power_laws_and_its_common_window():
+    from nohair_jax.fit import alpha_difference
+
+    t = np.arange(1, 2049, dtype=np.float64)
+    amplitudes = np.array([[1.0], [2.0], [0.5]])
+    diff = alpha_difference(t, amplitudes * t**-0.7, amplitudes * t**-0.3, n_boot=100)
+    assert diff.difference == pytest.approx(0.4, abs=1e-12) and diff.ci == pytest.approx((0.4, 0.4), abs=1e-12)
+    # A floor on b ends b's window at 512: both alphas are measured on [32, t_end] with t_end < 512.
+    floor_b = np.where(t < 512, 0.0, 1.0)
+    cut = alpha_difference(t, amplitudes * t**-0.7, amplitudes * t**-0.3, floor_b=floor_b, n_boot=0)
+    assert cut.t_range[0] == 32 and cut.t_range[1] < 512 and cut.difference == pytest.approx(0.4, abs=1e-12)
+    with pytest.raises(ValueError, match="at least two curves"):
+        alpha_difference(t, t**-0.7, amplitudes * t**-0.3)
+
+
+def test_alpha_difference_interval_covers_the_truth():
+    from nohair_jax.fit import alpha_difference
+
+    covered = 0
+    for seed in range(20):
+        t, a = noisy_pairs(seed, 12, alpha=0.7)
+        _, b = noisy_pairs(100 + seed, 12, alpha=0.4)
+        ci = alpha_difference(t, a, b, n_boot=400, seed=seed).ci
+        covered += ci[0] <= 0.3 <= ci[1]
+    assert covered >= 16  # a 95 % interval: 19 expected, 16 leaves room for 20 draws
+
+
+# --- a power law against the alternatives -----------------------------------------------------
+
+
+@pytest.mark.parametrize("law, curve", [
+    ("power", lambda t: 3 * t**-0.6),
+    ("log_power", lambda t: np.log(t) ** 2 / t),
+    ("exponential", lambda t: np.exp(-t / 300)),
+    ("stretched_exp", lambda t: np.exp(-2 * t**0.3)),
+])
+def test_compare_decay_laws_finds_the_law_of_an_exact_curve(law, curve):
+    from nohair_jax.fit import compare_decay_laws
+
+    t = np.arange(1, 2049, dtype=np.float64)
+    result = compare_decay_laws(t, curve(t))
+    assert result.best == law, result.aic
+    assert (result.power_gap == 0) == (law == "power")
+    if law != "power":
+        assert result.power_gap > 2  # clearly better than a power law: the criterion can say "disagree"
+
+
+def test_compare_decay_laws_reference_shape_and_drift():
+    from nohair_jax.fit import compare_decay_laws
+
+    t = np.arange(1, 1025, dtype=np.float64)
+    shape = (1 + np.log(t)) / (16 + t)  # an arbitrary reference curve, fitted up to a constant
+    result = compare_decay_laws(t, 5 * shape, shapes={"relay": shape})
+    assert result.best == "relay" and result.params["relay"][0] == pytest.approx(np.log(5))
+    # A pure power law has a constant local exponent; log(t)^2 / t's rises towards 1.
+    assert compare_decay_laws(t, t**-0.6).local_exponent_drift == pytest.approx(0, abs=1e-9)
+    assert compare_decay_laws(t, np.log(t) ** 2 / t).local_exponent_drift > 0.1
+    with pytest.raises(ValueError, match="t_min must be >= 2"):
+        compare_decay_laws(t, t**-0.6, t_min=1)

@@ -159,3 +159,13 @@ def test_layer_measures_at_exact_consensus():
     mixed = td.layer_measures(model, jnp.asarray(np.arange(24).reshape(2, 12) * 7), tol=0.1)
     np.testing.assert_array_equal(mixed["clusters"][0], 12)  # distinct bytes: distinct embeddings
     assert np.all(mixed["sphere_diameter"] > 0.5)
+
+
+def test_adversarial_search_beats_random_draws_below_the_threshold_and_never_the_bound_above_it():
+    systems = td.random_systems(3, 3, 6, 3)
+    settings = dict(dt=0.04, steps=250)
+    below = td.adversarial_diameters(systems, 0.5, iterations=15, **settings)
+    start = td.simulate_systems(systems, td.cluster_goals(6, 3, 1), 0.5, tol=0.1, record=(0,), **settings).diameter[:, -1]
+    assert np.all(below >= start - 1e-6) and below.max() > start.max() + 0.1  # the ascent found worse systems
+    above = td.adversarial_diameters(systems, 20.0, iterations=15, **settings)
+    assert np.all(np.isfinite(above)) and above.max() <= 2 / 20  # consensus_control's bound: diameter <= 2 / r

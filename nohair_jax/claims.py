@@ -1,0 +1,572 @@
+"""The claims of the two papers, each with the criterion it is judged by, and the judges.
+
+A *claim* is one sentence of the papers (``CLAIMS``), the value the paper gives, the parts of
+``nohair reproduce`` that measure it, and its *criterion*: stated in words before anything is
+measured (the quantity, the window, the statistic, the threshold, and what result would make it
+"disagree"). Its judge is a pure function of the parts' saved summaries that applies exactly that
+criterion and returns a ``Judgement``: what was measured (text), its interval, the verdict
+(``agree``, ``disagree`` or ``not measured at this scale`` when the part cannot decide it), and the
+evidence, the numbers the verdict was computed from. ``tests/test_claims.py`` gives every judge
+hand-built summaries that reach each of its verdicts.
+
+Intervals are 95 % bootstrap intervals over prompt pairs (``fit.fit_power_law``) unless a
+criterion says otherwise; alpha is fitted on the window its fit reports (``t_range``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from nohair_jax.fit import fit_power_law
+
+NOT_MEASURED = "not measured at this scale"
+VERDICTS = ("agree", "disagree", NOT_MEASURED)
+
+
+class Judgement(NamedTuple):
+    """measured: what was measured, in words; interval: [lo, hi] of the quantity judged, or None;
+    verdict: one of ``VERDICTS``; evidence: the numbers the verdict was computed from."""
+
+    measured: str
+    interval: list | None
+    verdict: str
+    evidence: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One claim, the criterion it is judged by, and its judge.
+
+    ``judge(summaries) -> Judgement`` gets ``{part name: summary dict}`` of the parts that ran; it is
+    only called when every part in ``parts`` is present.
+    """
+
+    id: str
+    claim: str
+    paper_value: str
+    parts: tuple[str, ...]
+    criterion: str
+    judge: Callable[[dict], Judgement]
+
+
+def _judged(measured: str, interval, ok: bool, **evidence) -> Judgement:
+    return Judgement(measured, interval, "agree" if ok else "disagree", evidence)
+
+
+def _unmeasured(measured: str, **evidence) -> Judgement:
+    return Judgement(measured, None, NOT_MEASURED, evidence)
+
+
+def _fmt(fit: dict) -> str:
+    return f"{fit['alpha']:.2f}" if fit.get("alpha") is not None else "no fit"
+
+
+def _interval(fit: dict) -> list | None:
+    ci = fit.get("ci")
+    return None if not ci or ci[0] is None else [round(ci[0], 3), round(ci[1], 3)]
+
+
+def _overlaps(fit: dict, lo: float, hi: float) -> bool:
+    ci = _interval(fit) or [fit["alpha"], fit["alpha"]]
+    return ci[1] >= lo and ci[0] <= hi
+
+
+def _alphas(fits: list[dict]) -> list[float | None]:
+    return [f.get("alpha") for f in fits]
+
+
+# ---------------------------------------------------------------- the real language model (part real_model)
+
+
+def _llm_fits(s, key: str) -> list[dict]:
+    return s["real_model"][key]["fits"]
+
+
+def _llm_alpha(key: str, lo: float, hi: float):
+    """The last layer's alpha of the trained model (``key="trained"``) or of its config at init."""
+    def judge(s):
+        rm, fits = s["real_model"], _llm_fits(s, key)
+        fit = fits[-1]
+        if fit.get("alpha") is None:
+            return _unmeasured(f"the last layer could not be fitted: {fit.get('error', 'no fit')}")
+        alphas = [a for a in _alphas(fits) if a is not None]
+        who = ("SmolLM2-135M-Instruct (Q4_1)" if key == "trained"
+               else f"its config at init, seeds {rm['init']['seeds']}, {rm['init']['pairs_per_seed']} pairs each")
+        text = (f"{fit['alpha']:.2f} (last of {len(fits)} layers, t in {fit['t_range']}, {who}); "
+                f"layers: median {np.median(alphas):.2f}, range {min(alphas):.2f} to {max(alphas):.2f}")
+        return _judged(text, _interval(fit), _overlaps(fit, lo, hi), alpha_per_layer=_alphas(fits),
+                       last_layer_interval=_interval(fit), window=fit["t_range"], paper_range=[lo, hi])
+    return judge
+
+
+def _llm_faster(s):
+    diffs = s["real_model"]["trained_minus_init"]
+    if not diffs or any(d.get("ci") is None for d in diffs):
+        return _unmeasured("the difference could not be fitted with an interval in every layer",
+                           errors=[d.get("error") for d in diffs])
+    faster = [k for k, d in enumerate(diffs, start=1) if d["ci"][0] > 0]
+    slower = [k for k, d in enumerate(diffs, start=1) if d["ci"][1] < 0]
+    last = diffs[-1]
+    text = (f"trained minus init alpha: interval above 0 in {len(faster)}/{len(diffs)} layers, below 0 in "
+            f"{len(slower)}; last layer {last['difference']:+.2f} [{last['ci'][0]:+.2f}, {last['ci'][1]:+.2f}] "
+            f"on t in {last['t_range']}")
+    return _judged(text, [round(v, 3) for v in last["ci"]], len(faster) == len(diffs), layers_faster=faster,
+                   layers_slower=slower, difference=[d["difference"] for d in diffs], intervals=[d["ci"] for d in diffs])
+
+
+def _llm_conditions(s):
+    c = s["real_model"]["trained"]["conditions"]
+    sigma = min(min(c["sigma_min_attn"]), min(c["sigma_min_mlp"])) / c["sqrt_eps"]
+    text = (f"largest logit B per layer {min(c['logit_bound']):.3g} to {max(c['logit_bound']):.3g}; smallest "
+            f"sigma_min = {sigma:.3g} x sqrt(eps) over the {2 * len(c['logit_bound'])} block norms")
+    return _judged(text + (f"; fails: {c['failures'][0]}" if c["failures"] else ""), None, not c["failures"],
+                   logit_bound=c["logit_bound"], sigma_min_attn=c["sigma_min_attn"], sigma_min_mlp=c["sigma_min_mlp"],
+                   sqrt_eps=c["sqrt_eps"], failures=c["failures"])
+
+
+def _llm_threshold(s):
+    d = s["real_model"]["trained"]["dynamics"]
+    ratio, diam = np.asarray(d["mlp_over_attn_bound"]), np.asarray(d["sphere_diameter"])
+    change = np.diff(diam)  # [L]: across layer l
+    above = ratio > 1
+    evidence = dict(gain_analogue=ratio.tolist(), sphere_diameter=diam.tolist())
+    text = (f"gain analogue per layer {ratio.min():.2f} to {ratio.max():.2f} ({above.sum()}/{ratio.size} layers above 1); "
+            f"sphere diameter {diam[0]:.2f} at the embedding, {diam[-1]:.2f} after the last layer")
+    if not above.any() or above.all():
+        return _unmeasured(text + ": the threshold is not crossed inside this model, so it cannot be located", **evidence)
+    contracts = change[above].mean() < 0 and change[above].mean() < change[~above].mean()
+    text += (f"; mean diameter change across layers above 1: {change[above].mean():+.3f}, below 1: "
+             f"{change[~above].mean():+.3f}")
+    return _judged(text, None, bool(contracts), **evidence)
+
+
+# ---------------------------------------------------------------- the project's small models
+
+
+def _deepest_last_layer(s: dict) -> dict:
+    return s["untrained_alpha"]["rows"][-1]["fits"][-1]
+
+
+def _power_law(s):
+    rows = s["untrained_alpha"]["rows"]
+    laws = [(row["depth"], k, law) for row in rows for k, law in enumerate(row.get("decay_laws", []), start=1)
+            if "power_gap" in law]
+    if not laws:
+        return _unmeasured("no layer's decay could be compared with the alternatives")
+    worse = [(depth, k, law) for depth, k, law in laws if law["power_gap"] > 2]
+    gaps = [law["power_gap"] for _, _, law in laws]
+    drift = [law["local_exponent_drift"] for _, _, law in laws]
+    best = sorted({law["best"] for _, _, law in laws})
+    text = (f"power law within 2 AIC of the best law in {len(laws) - len(worse)}/{len(laws)} layers (best laws: "
+            f"{', '.join(best)}; largest AIC gap {max(gaps):.1f}); local exponent drifts by {min(drift):+.2f} to "
+            f"{max(drift):+.2f} over the window")
+    return _judged(text, None, not worse, power_gap=gaps, best=[law["best"] for _, _, law in laws],
+                   local_exponent_drift=drift, layers=[[depth, k] for depth, k, _ in laws])
+
+
+def _untrained(s):
+    fit = _deepest_last_layer(s)
+    if fit.get("alpha") is None:
+        return _unmeasured(fit.get("error", "no fit"))
+    depth = s["untrained_alpha"]["rows"][-1]["depth"]
+    alphas = [a for row in s["untrained_alpha"]["rows"] for a in _alphas(row["fits"]) if a is not None]
+    text = f"{fit['alpha']:.2f} (last layer, depth {depth}); all layers {min(alphas):.2f} to {max(alphas):.2f}"
+    return _judged(text, _interval(fit), _overlaps(fit, 0.2, 0.5), depth=depth, last_layer_interval=_interval(fit),
+                   window=fit["t_range"])
+
+
+def _trained(s):
+    run = s["trained_vs_untrained"]["runs"][0]
+    fit, beyond = run["trained_in_context"][-1], run["trained"][-1]
+    if fit.get("alpha") is None:
+        return _unmeasured(fit.get("error", "no fit"))
+    p = s["trained_vs_untrained"]["settings"]
+    text = (f"{fit['alpha']:.2f} (last layer, t in {fit['t_range']}, inside the {p['context']}-token training context); "
+            f"{_fmt(beyond)} on t in {beyond.get('t_range')}, extrapolating; {p['steps']} steps")
+    return _judged(text, _interval(fit), _overlaps(fit, 0.55, 0.7), last_layer_interval=_interval(fit),
+                   window=fit["t_range"], extrapolated=beyond.get("alpha"), steps=p["steps"])
+
+
+def _trained_faster(s):
+    run = s["trained_vs_untrained"]["runs"][0]
+    trained, untrained = run["trained_in_context"], run["untrained_in_context"]
+    pairs = [(t, u) for t, u in zip(trained, untrained) if _interval(t) and _interval(u)]
+    if not pairs:
+        return _unmeasured("no layer fitted with intervals in both")
+    faster = [_interval(t)[0] > _interval(u)[1] for t, u in pairs]
+    text = "; ".join(f"layer {k}: {t['alpha']:.2f} vs {u['alpha']:.2f}" for k, (t, u) in enumerate(pairs, start=1))
+    return _judged(f"trained vs untrained alpha inside the training context: {text}", None,
+                   all(faster) and len(pairs) == len(trained), trained=[_interval(t) for t, _ in pairs],
+                   untrained=[_interval(u) for _, u in pairs])
+
+
+def _conditions(s):
+    rows = s["bound_check"]["rows"]
+    failures = [f for row in rows for f in row["failures"]]
+    logit = max(max(row["logit_bound"]) for row in rows)
+    sigma = min(row["sigma_min_over_floor"] for row in rows)
+    text = f"largest logit B = {logit:.3g}; smallest sigma_min = {sigma:.3g} x sqrt(eps); depths {[r['depth'] for r in rows]}"
+    return _judged(text + (f"; fails: {failures[0]}" if failures else ""), None, not failures, largest_logit=logit,
+                   sigma_min_over_sqrt_eps=sigma, failures=failures)
+
+
+def _bound_holds(s):
+    rows = [r for r in s["bound_check"]["rows"] if "error" not in r["explicit"]]
+    if not rows:
+        return _unmeasured("the bound does not apply to the measured models")
+    entries = [e for r in rows for e in r["explicit"]]
+    margins = [e["margin"] for e in entries]
+    holds = all(e["holds"] for e in entries)
+    text = (f"explicit bound {'above every' if holds else 'below some'} measured offset; "
+            f"smallest margin bound/measured = {min(margins):.3g}")
+    return _judged(text, None, holds, margins=margins)
+
+
+def _relay_logs(s):
+    entries = [e for r in s["bound_check"]["rows"] for e in r["shape"]]
+    if not entries or any("error" in e for e in entries):
+        return _unmeasured("shape check could not be fitted")
+    worst = max(entries, key=lambda e: e["slope"])
+    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
+            f"{sum(e['passes'] for e in entries)}/{len(entries)} layers pass")
+    interval = [round(v, 3) for v in worst["interval"]] if worst["interval"][0] is not None else None
+    return _judged(text, interval, all(e["passes"] for e in entries), slopes=[e["slope"] for e in entries],
+                   intervals=[e["interval"] for e in entries])
+
+
+def _dilution_alpha(prompt_len: int, t_range: list) -> float:
+    """alpha of the pure dilution curve P / (P + t) fitted on the same window."""
+    t = np.arange(t_range[0], t_range[1] + 1, dtype=np.float64)
+    return fit_power_law(t, prompt_len / (prompt_len + t), t_min=t_range[0], n_boot=0).alpha
+
+
+def _direct(s):
+    split = s["direct_vs_relay"]
+    fits = [f for f in split["fits"]["direct"] if f.get("alpha") is not None]
+    if not fits:
+        return _unmeasured("no direct part could be fitted")
+    reference = _dilution_alpha(split["settings"]["prompt_len"], fits[0]["t_range"])
+    alphas = [f["alpha"] for f in fits]
+    text = (f"direct-read alpha per layer {', '.join(f'{a:.2f}' for a in alphas)}; dilution P/(P+t) on the same window "
+            f"{reference:.2f}")
+    return _judged(text, [round(min(alphas), 3), round(max(alphas), 3)], all(abs(a - reference) < 0.1 for a in alphas),
+                   direct_alpha=alphas, dilution_alpha=reference)
+
+
+def _bound_tight(s):
+    rows = s["relay_model"]["rows"]
+    deep = [r for r in rows if r["depth"] >= 2]
+    approaching = all(np.all(np.diff(r["ratio_to_shape"]) > 0) and r["ratio_to_shape"][-1] <= r["ratio_limit"] * (1 + 1e-9)
+                      and r["ratio_to_shape"][-1] > 0.5 * r["ratio_limit"] for r in deep)
+    t_max = rows[0]["ratio_t"][-1]
+    text = "; ".join(f"L={r['depth']}: {r['ratio_to_shape'][-1]:.3g} -> {r['ratio_limit']:.3g}" for r in deep)
+    return _judged(f"delta_L / (P (log t)^(L-1) / t) at t = {t_max:.0e}: {text}", None, approaching,
+                   ratio_at_t_max={r["depth"]: r["ratio_to_shape"][-1] for r in deep},
+                   limit={r["depth"]: r["ratio_limit"] for r in deep})
+
+
+def _exponent_rise(s):
+    layers = [row for row in s["untrained_vs_relay"]["layers"] if row["layer"] >= 2]
+    if not layers:
+        return _unmeasured("needs depth >= 2")
+    rises, parts, quarters = [], [], {}
+    for row in layers:
+        net = np.asarray([np.nan if v is None else v for v in row["network"]], dtype=float)
+        ok = np.flatnonzero(np.isfinite(net))
+        first, last = net[ok[: max(1, len(ok) // 4)]].mean(), net[ok[-max(1, len(ok) // 4):]].mean()
+        rises.append(last > first and row["relay"][-1] > row["relay"][0])
+        quarters[row["layer"]] = [float(first), float(last)]
+        parts.append(f"layer {row['layer']}: {first:.2f} -> {last:.2f} (relay {row['relay'][0]:.2f} -> {row['relay'][-1]:.2f})")
+    return _judged("local exponent, first to last quarter of t: " + "; ".join(parts), None, all(rises),
+                   network_first_last_quarter=quarters)
+
+
+EARLY_FRACTION = 0.05  # "early in training": the first 5 % of the steps
+NEAR_ZERO = 0.1  # an alpha whose interval ends below this has stopped decaying
+
+
+def _bias_evidence(ic: dict) -> dict:
+    return dict(window=[32, ic["t_max"]], steps=[r["step"] for r in ic["rows"]],
+                **{name: [r[name].get("alpha") for r in ic["rows"]] for name in ("bias", "no_bias")},
+                **{f"{name}_interval": [_interval(r[name]) for r in ic["rows"]] for name in ("bias", "no_bias")},
+                difference_interval=[r["difference"].get("ci") for r in ic["rows"]])
+
+
+def _bias_last_step(run: str, accept: Callable[[dict], bool]):
+    """Judge one run's (``bias`` or ``no_bias``) last-layer fit at the last measured step with ``accept(fit)``."""
+    def judge(s):
+        ic = s["logit_bias"]["in_context"]
+        last = ic["rows"][-1]
+        fit = last[run]
+        if fit.get("alpha") is None:
+            return _unmeasured(fit.get("error", "no fit"), **_bias_evidence(ic))
+        text = f"{fit['alpha']:.2f} (last layer, step {last['step']}, t in {fit['t_range']}, inside the training context)"
+        return _judged(text, _interval(fit), accept(fit), **_bias_evidence(ic))
+    return judge
+
+
+def _stopped(row: dict) -> bool:
+    """The biased run's alpha is near 0 at this step and below the unbiased run's."""
+    ci, diff = _interval(row["bias"]), row["difference"].get("ci")
+    near_zero = ci is not None and (ci[0] <= 0 <= ci[1] or ci[1] < NEAR_ZERO)
+    return near_zero and diff is not None and diff[1] < 0
+
+
+def _bias_stops(s):
+    ic = s["logit_bias"]["in_context"]
+    rows, evidence = ic["rows"], _bias_evidence(ic)
+    start = rows[0]["difference"].get("ci")
+    if rows[0]["step"] != 0 or start is None:
+        return _unmeasured("alpha at initialisation was not measured in both runs", **evidence)
+    if not start[0] <= 0 <= start[1]:
+        return _unmeasured(f"the bias already changes alpha at initialisation (bias minus no bias "
+                           f"[{start[0]:+.2f}, {start[1]:+.2f}]), so a stop caused by training cannot be seen", **evidence)
+    early = [r for r in rows if 0 < r["step"] <= EARLY_FRACTION * ic["steps_total"]]
+    if not early:
+        return _unmeasured(f"no step measured in the first {EARLY_FRACTION:.0%} of the {ic['steps_total']} steps "
+                           f"(measured: {[r['step'] for r in rows]})", **evidence)
+    stops = [r["step"] for r in early if _stopped(r)]
+    text = (f"early steps {[r['step'] for r in early]}: bias alpha {', '.join(_fmt(r['bias']) for r in early)}, "
+            f"no bias {', '.join(_fmt(r['no_bias']) for r in early)}; stopped at {stops or 'no early step'}")
+    return _judged(text, None, bool(stops), **evidence)
+
+
+def _sufficient(s):
+    fits = [f for row in s["untrained_alpha"]["rows"] for f in row["fits"]]
+    lows = [(_interval(f) or [f["alpha"]])[0] for f in fits if f.get("alpha") is not None]
+    if not lows:
+        return _unmeasured("no layer could be fitted")
+    relay_min = min(min(v for v in row["local_exponent"]) for row in s["relay_model"]["rows"])
+    text = f"untrained alpha lower bounds >= {min(lows):.2f} in every layer; relay-model local exponent >= {relay_min:.3f}"
+    return _judged(text, None, min(lows) > 0 and relay_min > 0 and len(lows) == len(fits), alpha_lower_bounds=lows,
+                   relay_local_exponent_min=relay_min)
+
+
+def _depth(s):
+    rows = s["depth_length_sweep"]["depth_prompt"]
+    by_prompt = {}
+    for r in sorted(rows, key=lambda r: r["depth"]):
+        by_prompt.setdefault(r["prompt_len"], []).append(r)
+    if any(len(v) < 2 or any(r["alpha"] is None for r in v) for v in by_prompt.values()):
+        return _unmeasured("needs two depths with fits at every prompt length")
+    text = "; ".join(f"P={P}: " + ", ".join(f"L{r['depth']} {r['alpha']:.2f} (relay {r['relay']:.2f})" for r in v)
+                     for P, v in by_prompt.items())
+    falls = all(a["ci"][0] > b["ci"][1] for v in by_prompt.values() for a, b in zip(v, v[1:]))
+    return _judged(f"last-layer alpha by depth: {text}", None, falls,
+                   intervals={P: {r["depth"]: r["ci"] for r in v} for P, v in by_prompt.items()})
+
+
+def _consensus_rows(s, clusters: int):
+    return [r for r in s["consensus"]["rows"] if r["clusters_targeted"] == clusters]
+
+
+def _controlled(rows: list[dict], what: str):
+    """The verdict for 'the control reaches the target in every draw', with the free system beside it."""
+    control = [r for r in rows if r["gain_ratio"] > 0]
+    free = [r for r in rows if r["gain_ratio"] == 0]
+    if not control:
+        return _unmeasured(f"no controlled {what} run at this profile")
+    draws = control[0]["draws"]
+    text = (f"{what}: reached by {min(r['reached'] for r in control):.0%} of {draws} random (Q, K, V) draws with the control "
+            f"(gain {control[0]['gain_ratio']:g} ||V||), {max((r['reached'] for r in free), default=0):.0%} without; "
+            f"largest final {control[0]['measure']} {max(r['final']['max'] for r in control):.2g}")
+    return _judged(text, None, all(r["reached"] == 1.0 for r in control),
+                   reached_with_control=[r["reached"] for r in control], reached_without=[r["reached"] for r in free],
+                   gain_ratio=control[0]["gain_ratio"], draws=draws)
+
+
+def _adversarial_at(s, gain: float) -> list[dict]:
+    """The adversarial search's rows at ``gain`` (one per (n, d) searched)."""
+    return [r for r in s["control_threshold"]["adversarial"]["rows"] if abs(r["gain_ratio"] - gain) < 1e-9]
+
+
+def _consensus(s):
+    eps = s["consensus"]["settings"]["eps"]
+    judged = _controlled(_consensus_rows(s, 1), f"consensus (diameter < {eps})")
+    if judged.verdict == NOT_MEASURED:
+        return judged
+    guarantee = 2 / eps
+    worst = _adversarial_at(s, guarantee)
+    if not worst:
+        return _unmeasured(judged.measured + f"; the adversary did not search gain {guarantee:g} ||V||", **judged.evidence)
+    ok = judged.verdict == "agree" and all(r["reached"] == 1.0 for r in worst)
+    shapes = ", ".join(f"n {r['n']}, d {r['d']}" for r in worst)
+    text = (judged.measured + f"; adversarial (Q, K, V) at {guarantee:g} ||V||, the theory's gain for eps: worst final "
+            f"diameter {max(r['worst'] for r in worst):.2g} ({shapes})")
+    return _judged(text, None, ok, **judged.evidence, adversarial_worst=[r["worst"] for r in worst])
+
+
+def _clusters(s):
+    rows = [r for r in s["consensus"]["rows"] if r["clusters_targeted"] > 1]
+    ks = sorted({r["clusters_targeted"] for r in rows})
+    return _controlled(rows, f"{ks} chosen clusters")
+
+
+def _multihead(s):
+    rows = [r for r in _consensus_rows(s, 1) if r["heads"] > 1]
+    heads = sorted({r["heads"] for r in rows})
+    return _controlled(rows, f"consensus with {heads} heads")
+
+
+def _threshold(s):
+    ct = s["control_threshold"]
+    tr, rows, adv = ct["transition"], ct["rows"], ct["adversarial"]["rows"]
+    eps = ct["settings"]["eps"]
+    guarantee = 2 / eps
+    shapes = sorted({(r["n"], r["d"]) for r in adv})
+    evidence = dict(gains=[r["gain_ratio"] for r in rows], reached=[r["reached"] for r in rows], transition=tr,
+                    adversarial=[dict(n=r["n"], d=r["d"], gain_ratio=r["gain_ratio"], worst=r["worst"]) for r in adv])
+    if not shapes or not any(r["gain_ratio"] <= 1 for r in adv) or not _adversarial_at(s, guarantee):
+        return _unmeasured(f"the adversary did not search both a gain at or below ||V|| and {guarantee:g} ||V||", **evidence)
+    parts, ok = [], True
+    for n, d in shapes:
+        mine = sorted((r for r in adv if (r["n"], r["d"]) == (n, d)), key=lambda r: r["gain_ratio"])
+        defeated = [r["gain_ratio"] for r in mine if r["reached"] < 1.0]
+        held = [r["gain_ratio"] for r in mine if r["reached"] == 1.0]
+        ok &= any(g <= 1 for g in defeated) and guarantee in held
+        parts.append(f"n {n}, d {d}: consensus defeated at {defeated or 'no gain'}, held at {held or 'no gain'} ||V||")
+    random_ok = all(r["reached"] == 1.0 for r in rows if r["gain_ratio"] >= guarantee)
+    text = (f"adversarial (Q, K, V): {'; '.join(parts)}; random draws: every draw from {tr['reached_all']} ||V||; "
+            f"theory: threshold 1 ||V||, eps guaranteed from {guarantee:g} ||V||")
+    return _judged(text, None, ok and random_ok, **evidence)
+
+
+_WINDOW = "alpha fitted on t in [32, T] (ended early where the float32 noise floor, measured against float64, is near)"
+_RANGE = ("Agree if the 95 % bootstrap interval of the last layer's alpha over pairs overlaps the paper's range, "
+          "disagree if it lies entirely outside it; not measured if the last layer cannot be fitted")
+CLAIMS = (
+    Claim("llm_trained_alpha", "A trained language model forgets fast (SmolLM2-135M-Instruct, last layer)",
+          "alpha 0.55 to 0.7", ("real_model",),
+          f"Offsets of SmolLM2-135M-Instruct on held-out text pairs; {_WINDOW}. {_RANGE} [0.55, 0.7].",
+          _llm_alpha("trained", 0.55, 0.7)),
+    Claim("llm_untrained_alpha", "The same architecture at initialisation forgets slowly (SmolLM2's config, last layer)",
+          "alpha 0.2 to 0.5", ("real_model",),
+          f"Offsets of fresh parameters of SmolLM2's exact config, several seeds (the interval resamples seeds, then "
+          f"pairs within them); {_WINDOW}. {_RANGE} [0.2, 0.5].", _llm_alpha("init", 0.2, 0.5)),
+    Claim("llm_trained_faster", "The trained language model forgets faster than its initialisation "
+          "(every layer, interval of the difference above 0)", "alpha trained > untrained", ("real_model",),
+          "Per layer, alpha of the trained model minus alpha at init, fitted on one common window, with one bootstrap "
+          "interval of the difference (trained pairs and init seeds-then-pairs resampled independently). Agree if the "
+          "interval lies above 0 in every layer; disagree if it reaches 0 or below in any layer; not measured if some "
+          "layer's difference cannot be fitted.", _llm_faster),
+    Claim("llm_bound_conditions", "The bound's conditions hold on a trained language model: bounded logits, "
+          "pre-norm activations away from zero", "B finite, sigma_min > 0", ("real_model",),
+          "On the trained model and a few held-out pairs (both runs): the largest |q.k| / sqrt(d_head) per layer must "
+          "be finite and the smallest input scale of every block norm above sqrt(eps) (below it the norm no longer "
+          "normalises). Disagree if either fails in any layer.", _llm_conditions),
+    Claim("ff_threshold_llm", "The control threshold compared with a real language model across depth (layers whose "
+          "MLP-to-attention gain exceeds 1 contract the tokens)", "compared with real LLMs", ("real_model",),
+          "Per layer of the trained model, the gain analogue |MLP output| / (bound on any attention output) and the "
+          "diameter of the normalised tokens (medians over text windows). Agree if the layers with a gain analogue above "
+          "1 shrink the diameter on average and more than the layers below 1; disagree otherwise; not measured if no "
+          "layer (or every layer) is above 1, where no threshold can be located.", _llm_threshold),
+    Claim("power_law", "The offset decays approximately as a power law t^-alpha (not clearly worse than the "
+          "alternatives)", "d(t) ~ t^-alpha", ("untrained_alpha",),
+          "Every layer of the small untrained models, on its alpha fit's window: t^-alpha against (log t)^k / t, the "
+          "relay model's shape, e^(-a t) and e^(-a t^beta), each fitted to the log of the log-binned mean curve and "
+          "compared by AIC. Agree if in every layer the power law's AIC is within 2 of the best law's; disagree if an "
+          "alternative is better by more than 2 in any layer.", _power_law),
+    Claim("untrained_alpha", "Untrained models forget slowly (small models, d_model 128)", "alpha 0.2 to 0.5",
+          ("untrained_alpha",), f"The deepest small untrained model; {_WINDOW}. {_RANGE} [0.2, 0.5].", _untrained),
+    Claim("trained_alpha", "Trained models forget fast (small byte-level model trained minutes on a CPU)",
+          "alpha 0.55 to 0.7", ("trained_vs_untrained",),
+          "The small byte-level model after training, held-out text pairs; alpha fitted on t in [32, C - P], inside its "
+          f"training context C (the fit beyond it, where RoPE extrapolates, is reported beside). {_RANGE} [0.55, 0.7].",
+          _trained),
+    Claim("trained_faster", "Trained models forget faster than untrained ones (small byte-level model; every layer, "
+          "intervals disjoint)", "alpha trained > untrained", ("trained_vs_untrained",),
+          "Per layer, alpha after training against alpha at its initialisation on the same pairs, both on t in "
+          "[32, C - P] inside the training context C. Agree if every layer's trained interval lies entirely above the "
+          "untrained one; disagree otherwise.", _trained_faster),
+    Claim("bound_conditions", "The bound's conditions hold on the small untrained models: bounded logits, pre-norm "
+          "activations away from zero", "B finite, sigma_min > 0", ("bound_check",),
+          "As for the language model, on the small untrained models at every depth measured. Disagree if any "
+          "condition fails.", _conditions),
+    Claim("bound_holds", "The offset at depth L is O(P (log t)^(L-1) / t): the explicit bound is never exceeded",
+          "offset <= C_L P (log t)^(L-1) / t", ("bound_check",),
+          "The explicit bound, with constants computed from the measured conditions, against the largest offset over "
+          "pairs at every layer and t. Agree if the bound is at or above every measured offset, disagree if any offset "
+          "exceeds it; not measured where the bound does not apply.", _bound_holds),
+    Claim("relay_only_logs", "Relay can only add logarithmic factors: offsets decay at least like the relay shape",
+          "slope of offset / shape <= 0", ("bound_check",),
+          "Per layer, the log-log slope of offset / relay-model offset over t in [T/16, T]. Agree if every layer's "
+          "interval reaches 0 or below; disagree if any layer's interval lies above 0 (offsets decaying more slowly "
+          "than the relay shape).", _relay_logs),
+    Claim("direct_is_dilution", "The prompt's direct influence is diluted as the context grows (untrained model)",
+          "alpha = 1 for P/(P+t)", ("direct_vs_relay",),
+          "Per layer, alpha of the direct-read part of the offset against alpha of P / (P + t) fitted on the same "
+          "window. Agree if every layer is within 0.1 of it, disagree otherwise.", _direct),
+    Claim("bound_tight", "The solvable linear relay model attains the bound: it cannot be improved",
+          "delta_L ~ P (log t)^(L-1) / ((L-1)! t)", ("relay_model",),
+          "The exact relay model's delta_L / (P (log t)^(L-1) / t) for L >= 2 out to t = 1e12. Agree if it rises "
+          "monotonically, stays at or below 1 / (L-1)! and ends above half of it; disagree otherwise.", _bound_tight),
+    Claim("exponent_rise", "The relay model reproduces the rise of the local exponent towards 1 seen in untrained networks",
+          "local exponent rises with t", ("untrained_vs_relay",),
+          "Per layer >= 2 of an untrained network, the mean local exponent over the last quarter of the log-t bins "
+          "against the first quarter, and the relay model's last against its first. Agree if both rise in every layer; "
+          "disagree otherwise.", _exponent_rise),
+    Claim("no_bias_trained", "Without the logit bias, trained models forget (last layer, last step)", "alpha 0.55 to 0.7",
+          ("logit_bias",), "The model trained without the bias, at the last measured step, alpha on t in [32, C - P] "
+          f"inside its training context C. {_RANGE} [0.55, 0.7].",
+          _bias_last_step("no_bias", lambda f: _overlaps(f, 0.55, 0.7))),
+    Claim("bias_stops_decay", "Cancelling dilution with a logit bias stops the decay early in training", "alpha ~ 0",
+          ("logit_bias",), "The same model trained with and without the bias (same seed, same pairs), alpha on t in "
+          f"[32, C - P]. Premise: at step 0 the two alphas are equal (the interval of their difference contains 0). "
+          f"Agree if at some step in the first {EARLY_FRACTION:.0%} of training the biased alpha's interval contains 0 "
+          f"or ends below {NEAR_ZERO} while the difference's interval lies below 0; disagree if no early step does; "
+          "not measured if the premise fails or no step that early was measured.", _bias_stops),
+    Claim("bias_reverses", "With the logit bias the decay reverses later in training (offsets grow)", "alpha < 0",
+          ("logit_bias",), "The model trained with the bias, at the last measured step, alpha on t in [32, C - P]. Agree "
+          "if its interval lies entirely below 0, disagree otherwise.",
+          _bias_last_step("bias", lambda f: _interval(f) is not None and _interval(f)[1] < 0)),
+    Claim("dilution_sufficient", "Dilution is sufficient: untrained networks and the solvable model forget",
+          "alpha > 0 without training", ("untrained_alpha", "relay_model"),
+          "Every layer of the small untrained models (interval's lower end) and the relay model's local exponent at "
+          "every t. Agree if all are above 0; disagree if any is at or below 0 or a layer cannot be fitted.", _sufficient),
+    Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
+          "(last layer, intervals disjoint)", "alpha falls with depth L", ("depth_length_sweep",),
+          "At every prompt length, the last layer's alpha of untrained models of increasing depth. Agree if each depth's "
+          "interval lies entirely below the shallower one's; disagree otherwise.", _depth),
+    Claim("ff_consensus", "A feed-forward control steers the tokens arbitrarily close to consensus whatever Q, K, V are",
+          "every (Q, K, V)", ("consensus", "control_threshold"),
+          "Tokens on the sphere under the consensus control: random (Q, K, V) draws at the profile's gain, and (Q, K, V) "
+          "found by gradient ascent on the diameter through the simulation (worst cases) at the gain 2 / eps ||V|| from "
+          "which the theory guarantees eps. Agree if every random and every adversarial draw ends with a diameter below "
+          "eps; disagree if any does not.", _consensus),
+    Claim("ff_clusters", "The control result extends to convergence to several clusters", "every (Q, K, V)",
+          ("consensus",), "As consensus (random draws only), with a control towards k chosen targets; the control knows "
+          "each token's index, which assigns its target (side information a feed-forward layer has only through "
+          "positions). Agree if every controlled draw ends within eps of its assigned target; disagree otherwise.",
+          _clusters),
+    Claim("ff_multihead", "The control result extends to multi-head attention", "every (Q, K, V)", ("consensus",),
+          "As consensus (random draws only), with several attention heads. Agree if every controlled draw reaches "
+          "consensus; disagree otherwise.", _multihead),
+    Claim("ff_threshold", "Consensus shows a threshold in the control gain (theory: gain > ||V|| suffices)",
+          "threshold at gain ~ ||V||", ("control_threshold",),
+          "Final diameter against the control gain r (units of ||V||), for random draws and for (Q, K, V) found by "
+          "gradient ascent on the diameter through the simulation, at every (n, d) searched. The theory: nothing is "
+          "guaranteed at r <= 1, eps is guaranteed from r = 2 / eps. Agree if at every (n, d) the adversary defeats "
+          "consensus at some r <= 1 and no draw, random or adversarial, misses eps at r = 2 / eps or above; disagree "
+          "otherwise (a threshold below ||V||, or a failure where eps is guaranteed); not measured if those gains were "
+          "not searched.", _threshold),
+)
+
+
+def judge_claims(summaries: dict) -> list[dict]:
+    """The claims table: one dict per claim with id, claim, paper_value, criterion, measured, interval,
+    verdict, evidence and parts."""
+    rows = []
+    for claim in CLAIMS:
+        if all(p in summaries for p in claim.parts):
+            judged = claim.judge(summaries)
+        else:
+            judged = _unmeasured("the part did not run")
+        if judged.verdict not in VERDICTS:
+            raise ValueError(f"claim {claim.id}: verdict {judged.verdict!r} is not one of {VERDICTS}")
+        rows.append(dict(id=claim.id, claim=claim.claim, paper_value=claim.paper_value, criterion=claim.criterion,
+                         measured=judged.measured, interval=judged.interval, verdict=judged.verdict,
+                         evidence=judged.evidence, parts=list(claim.parts)))
+    return rows

@@ -1,0 +1,192 @@
+"""Every judge of ``nohair_jax.claims`` on hand-built summaries: each must be able to say "agree" and
+"disagree" (and "not measured at this scale" where its part cannot decide), and a claim without
+such cases fails ``test_every_claim_reaches_both_verdicts``. The summaries hold only the keys the
+judges read, with numbers chosen by hand on either side of each criterion's threshold.
+"""
+
+import numpy as np
+import pytest
+
+from nohair_jax.claims import CLAIMS, NOT_MEASURED, judge_claims
+
+
+def fit(alpha, half_width=0.05, r2=0.99, window=(32, 1024)):
+    return dict(alpha=alpha, ci=[alpha - half_width, alpha + half_width], r2=r2, t_range=list(window))
+
+
+# --- the real language model -----------------------------------------------------------------
+
+
+def difference(diff, half_width=0.05):
+    return dict(difference=diff, ci=[diff - half_width, diff + half_width], t_range=[32, 1024])
+
+
+def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1.5, 1.6, 1.2, 1.0), diffs=(0.3, 0.2)):
+    side = dict(conditions=dict(logit_bound=[3.0, 5.0], sigma_min_attn=[0.1, 0.2], sigma_min_mlp=[0.3, 0.4],
+                                sqrt_eps=0.01, failures=list(failures)),
+                dynamics=dict(mlp_over_attn_bound=list(ratio), sphere_diameter=list(diameter)))
+    return {"real_model": dict(trained=dict(fits=[f if isinstance(f, dict) else fit(f) for f in trained], **side),
+                               init=dict(fits=[fit(a) for a in init], seeds=[0, 1], pairs_per_seed=4, **side),
+                               trained_minus_init=[d if isinstance(d, dict) else difference(d) for d in diffs])}
+
+
+# --- the small models ------------------------------------------------------------------------
+
+
+def untrained_alpha(*alphas, r2=0.99, gaps=None):
+    fits = [fit(a, r2=r2) if a is not None else {"error": "floor"} for a in alphas]
+    laws = [{"error": "floor"} if a is None else dict(power_gap=g, best="power" if g == 0 else "log_power",
+                                                      local_exponent_drift=0.1)
+            for a, g in zip(alphas, gaps or [0.0] * len(alphas))]
+    return dict(rows=[dict(depth=4, fits=fits, decay_laws=laws)])
+
+
+def trained_vs_untrained(trained, untrained):
+    inside = dict(window=(32, 240))  # the fits the judges read: inside the 256-token context
+    return {"trained_vs_untrained": dict(settings=dict(steps=300, context=256), runs=[dict(
+        trained=[fit(0.3) for _ in trained], untrained=[fit(0.9) for _ in untrained],  # beyond it: not judged
+        trained_in_context=[fit(a, **inside) for a in trained], untrained_in_context=[fit(a, **inside) for a in untrained])])}
+
+
+def bound_check(*, failures=(), holds=True, slope=-0.01, interval=(-0.02, 0.01)):
+    return {"bound_check": dict(rows=[dict(
+        depth=2, failures=list(failures), logit_bound=[0.3, 0.2], sigma_min_over_floor=7.0,
+        explicit=[dict(margin=50.0, holds=True), dict(margin=2.0 if holds else 0.5, holds=holds)],
+        shape=[dict(layer=1, slope=-0.2, interval=[-0.3, -0.1], passes=True),
+               dict(layer=2, slope=slope, interval=list(interval), passes=interval[0] <= 0)])])}
+
+
+def direct_vs_relay(*alphas):
+    return {"direct_vs_relay": dict(settings=dict(prompt_len=16), fits=dict(direct=[fit(a) for a in alphas]))}
+
+
+def relay_model(ratios, limit=0.5):
+    return {"relay_model": dict(rows=[dict(depth=1, ratio_to_shape=[1.0, 1.0], ratio_limit=1.0, ratio_t=[10.0, 1e12],
+                                           local_exponent=[0.9, 0.95]),
+                                      dict(depth=3, ratio_to_shape=list(ratios), ratio_limit=limit, ratio_t=[10.0, 1e12],
+                                           local_exponent=[0.01, 0.6])])}
+
+
+def untrained_vs_relay(network, relay=(0.01, 0.8)):
+    return {"untrained_vs_relay": dict(layers=[dict(layer=2, network=list(network), relay=list(relay))])}
+
+
+def sweep(alphas_by_depth):
+    rows = [dict(depth=d, prompt_len=16, alpha=a, ci=[a - 0.02, a + 0.02], relay=a) for d, a in alphas_by_depth.items()]
+    return {"depth_length_sweep": dict(depth_prompt=rows)}
+
+
+def consensus(reached_controlled, clusters=1, heads=1):
+    rows = [dict(clusters_targeted=clusters, heads=heads, gain_ratio=g, reached=r, draws=128, measure="diameter",
+                 final=dict(max=1e-8 if r == 1 else 0.5)) for g, r in ((0.0, 0.3), (40.0, reached_controlled))]
+    return {"consensus": dict(settings=dict(eps=0.1), rows=rows)}
+
+
+def control_threshold(adversarial_reached, high=1.0, reached_all=1.0):
+    """Random draws at gains 0 and 100; the adversary's fraction reaching eps at each gain (n 16, d 3)."""
+    adv = [dict(n=16, d=3, gain_ratio=g, reached=r, worst=0.05 if r == 1 else 1.5) for g, r in adversarial_reached.items()]
+    return {"control_threshold": dict(
+        settings=dict(eps=0.1), rows=[dict(gain_ratio=0.0, reached=0.34), dict(gain_ratio=100.0, reached=high)],
+        transition=dict(median_below_eps=0.1, reached_all=reached_all, theory_threshold=1.0), adversarial=dict(rows=adv))}
+
+
+DEFEATED_AT_1 = {0.5: 0.0, 1.0: 0.5, 2.0: 1.0, 20.0: 1.0}
+
+
+def biased(no_bias, bias, differences, steps=(0, 10, 150, 300)):
+    """The logit-bias experiment's in-context fits: one alpha per measured step for each run, and the
+    bias-minus-no-bias difference's interval per step (None: not fitted)."""
+    rows = [dict(step=step, no_bias=fit(a), bias=fit(b) if b is not None else {"error": "floor"},
+                 difference={} if d is None else dict(ci=list(d)))
+            for step, a, b, d in zip(steps, no_bias, bias, differences)]
+    return {"logit_bias": dict(in_context=dict(t_max=240, steps_total=steps[-1], rows=rows))}
+
+
+EQUAL, BELOW = (-0.1, 0.1), (-0.8, -0.4)
+
+
+CASES = {
+    "llm_trained_alpha": {"agree": real_model([0.9, 0.62], [0.3, 0.3]), "disagree": real_model([0.9, 0.9], [0.3, 0.3]),
+                          NOT_MEASURED: real_model([0.6, {"error": "floor"}], [0.3, 0.3])},
+    "llm_untrained_alpha": {"agree": real_model([0.6, 0.6], [0.3, 0.35]), "disagree": real_model([0.6, 0.6], [0.8, 0.8])},
+    "llm_trained_faster": {"agree": real_model([0.7, 0.6], [0.3, 0.3]),
+                           "disagree": real_model([0.7, 0.32], [0.3, 0.3], diffs=(0.4, 0.02)),  # reaches 0 at layer 2
+                           NOT_MEASURED: real_model([0.7, 0.6], [0.3, 0.3], diffs=(0.4, {"error": "floor"}))},
+    "llm_bound_conditions": {"agree": real_model([0.6], [0.3]),
+                             "disagree": real_model([0.6], [0.3], failures=["layer 1: not finite"])},
+    # Layers 2, 3 (ratio above 1) shrink the diameter by 0.4 and 0.2, layer 1 (below 1) grows it by 0.1: agree.
+    "ff_threshold_llm": {"agree": real_model([0.6], [0.3]),
+                         "disagree": real_model([0.6], [0.3], diameter=(1.5, 1.0, 1.2, 1.4)),
+                         NOT_MEASURED: real_model([0.6], [0.3], ratio=(0.1, 0.2, 0.3))},
+    "power_law": {"agree": {"untrained_alpha": untrained_alpha(0.9, 0.7, gaps=[0.0, 1.5])},
+                  "disagree": {"untrained_alpha": untrained_alpha(0.9, 0.7, gaps=[0.0, 9.0])},
+                  NOT_MEASURED: {"untrained_alpha": untrained_alpha(None)}},
+    "untrained_alpha": {"agree": {"untrained_alpha": untrained_alpha(0.9, 0.45)},
+                        "disagree": {"untrained_alpha": untrained_alpha(0.9, 0.62)},
+                        NOT_MEASURED: {"untrained_alpha": untrained_alpha(0.9, None)}},
+    "trained_alpha": {"agree": trained_vs_untrained([0.6], [0.9]), "disagree": trained_vs_untrained([0.41], [0.9])},
+    "trained_faster": {"agree": trained_vs_untrained([0.8, 0.7], [0.5, 0.4]),
+                       "disagree": trained_vs_untrained([0.8, 0.41], [0.5, 0.59])},
+    "bound_conditions": {"agree": bound_check(), "disagree": bound_check(failures=["layer 2 attention norm: below"])},
+    "bound_holds": {"agree": bound_check(), "disagree": bound_check(holds=False)},
+    "relay_only_logs": {"agree": bound_check(), "disagree": bound_check(slope=0.2, interval=(0.1, 0.3))},
+    # P / (P + t) with P = 16 on t in [32, 1024] has alpha 0.91.
+    "direct_is_dilution": {"agree": direct_vs_relay(0.91, 0.88), "disagree": direct_vs_relay(0.91, 0.6)},
+    "bound_tight": {"agree": relay_model([0.1, 0.3, 0.45]), "disagree": relay_model([0.1, 0.3, 0.2])},
+    "exponent_rise": {"agree": untrained_vs_relay([0.1, 0.2, 0.5, 0.8]), "disagree": untrained_vs_relay([0.8, 0.6, 0.3, 0.2])},
+    "no_bias_trained": {"agree": biased([0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
+                        "disagree": biased([0.6, 0.7, 0.5, 0.41], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW])},
+    # Step 10 is the only one in the first 5 % of 300 steps.
+    "bias_stops_decay": {"agree": biased([0.6, 0.7, 0.6, 0.6], [0.6, 0.02, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
+                         "disagree": biased([0.6, 0.7, 0.6, 0.6], [0.6, 0.5, -0.1, -0.2], [EQUAL, EQUAL, BELOW, BELOW]),
+                         NOT_MEASURED: biased([0.6, 0.7, 0.6, 0.6], [0.04, 0.0, -0.1, -0.2], [BELOW, BELOW, BELOW, BELOW])},
+    "bias_reverses": {"agree": biased([0.6] * 4, [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
+                      "disagree": biased([0.6] * 4, [0.6, 0.0, -0.1, 0.0], [EQUAL, BELOW, BELOW, BELOW]),
+                      NOT_MEASURED: biased([0.6] * 4, [0.6, 0.0, -0.1, None], [EQUAL, BELOW, BELOW, None])},
+    "dilution_sufficient": {"agree": {**relay_model([0.1, 0.3, 0.45]), "untrained_alpha": untrained_alpha(0.9, 0.6)},
+                            "disagree": {**relay_model([0.1, 0.3, 0.45]), "untrained_alpha": untrained_alpha(0.9, 0.03)}},
+    "deeper_remembers_longer": {"agree": sweep({1: 0.9, 2: 0.7, 4: 0.6}), "disagree": sweep({1: 0.9, 2: 0.7, 4: 0.71}),
+                                NOT_MEASURED: sweep({1: 0.9})},
+    "ff_consensus": {"agree": {**consensus(1.0), **control_threshold(DEFEATED_AT_1)},
+                     "disagree": {**consensus(1.0), **control_threshold({**DEFEATED_AT_1, 20.0: 0.875})},
+                     NOT_MEASURED: {**consensus(1.0), **control_threshold({0.5: 0.0, 2.0: 1.0})}},
+    "ff_clusters": {"agree": consensus(1.0, clusters=2), "disagree": consensus(0.5, clusters=2)},
+    "ff_multihead": {"agree": consensus(1.0, heads=4), "disagree": consensus(0.9, heads=4)},
+    # The adversary defeats consensus at 1 ||V|| and below, never at 2 / eps = 20: where the theory puts it.
+    "ff_threshold": {"agree": control_threshold(DEFEATED_AT_1),
+                     "disagree": control_threshold({0.5: 1.0, 1.0: 1.0, 2.0: 1.0, 20.0: 1.0}),  # no threshold at ||V||
+                     NOT_MEASURED: control_threshold({2.0: 1.0, 20.0: 1.0})},
+}
+
+
+def _judge(claim_id):
+    return next(c for c in CLAIMS if c.id == claim_id).judge
+
+
+@pytest.mark.parametrize("claim_id, verdict", [(k, v) for k, cases in CASES.items() for v in cases])
+def test_judge_reaches_the_verdict_its_criterion_gives(claim_id, verdict):
+    judged = _judge(claim_id)(CASES[claim_id][verdict])
+    assert judged.verdict == verdict, judged.measured
+    assert isinstance(judged.measured, str) and isinstance(judged.evidence, dict)
+
+
+def test_every_claim_reaches_both_verdicts_and_states_its_criterion():
+    assert set(CASES) == {c.id for c in CLAIMS}
+    for claim in CLAIMS:
+        assert {"agree", "disagree"} <= set(CASES[claim.id]), claim.id
+        assert len(claim.criterion) > 60 and "gree" in claim.criterion, claim.id  # names what agrees / disagrees
+
+
+def test_claims_table_carries_criterion_and_evidence():
+    rows = judge_claims(CASES["llm_trained_faster"]["agree"])
+    row = next(r for r in rows if r["id"] == "llm_trained_faster")
+    assert row["criterion"] == next(c.criterion for c in CLAIMS if c.id == "llm_trained_faster")
+    assert row["evidence"]["layers_faster"] == [1, 2] and row["verdict"] == "agree"
+    assert {r["verdict"] for r in rows if "real_model" not in r["parts"]} == {NOT_MEASURED}
+
+
+def test_evidence_holds_the_numbers_the_verdict_came_from():
+    judged = _judge("llm_bound_conditions")(CASES["llm_bound_conditions"]["disagree"])
+    assert judged.evidence["failures"] == ["layer 1: not finite"]
+    margins = _judge("bound_holds")(CASES["bound_holds"]["disagree"]).evidence["margins"]
+    assert np.min(margins) == 0.5
