@@ -37,7 +37,7 @@ from flax import nnx
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.bound import measure_conditions
+from nohair_jax.bound import BoundNotApplicable, explicit_bounds, measure_conditions, shape_check
 from nohair_jax.checkpoints import PACKAGED_MODELS, CheckpointError, packaged_model_path, tokenize
 from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
@@ -98,16 +98,31 @@ def _fits(p: dict) -> dict:
     return dict(t_min=p["fit_t_min"], n_boot=p["n_boot"])
 
 
-def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict) -> dict:
-    """Bound conditions, direct/relay fits and token-dynamics measures per layer on a few pairs."""
+def _bound(conditions, l2: np.ndarray, p: dict) -> dict:
+    """The bound on this model: its explicit constants C_l (or why they do not exist) and the shape
+    test of its offsets l2 [n_pairs, L+1, T] against the relay model (``bound.shape_check``)."""
+    t = np.arange(1, l2.shape[-1] + 1)
+    try:
+        explicit = explicit_bounds(conditions, l2.shape[-1])
+        constants = dict(C=explicit["C"].tolist(), a=explicit["a"].tolist(), b=explicit["b"].tolist())
+    except BoundNotApplicable as err:
+        constants = {"error": str(err)}
+    return dict(constants=constants, shape=shape_check(t, l2, p["prompt_len"], n_boot=p["n_boot"]))
+
+
+def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l2: np.ndarray) -> dict:
+    """Bound conditions and the bound, direct/relay fits and token-dynamics measures per layer on a few
+    pairs; ``l2`` are the model's offsets already measured (for the shape test)."""
     k = p["side_pairs"]
-    cond = measure_conditions(model, *(x[:k] for x in pairs)).to_dict()
+    conditions = measure_conditions(model, *(x[:k] for x in pairs))
+    cond = conditions.to_dict()
     split = nh.direct_relay_split(model, *(x[:k] for x in pairs))
     dyn = layer_measures(model, windows, tol=CLUSTER_TOL)
     median = lambda name: np.median(dyn[name], axis=-1).tolist()  # noqa: E731  over windows
     return dict(
         conditions=dict(logit_bound=cond["logit_bound"], sigma_min_attn=cond["sigma_min"][0:-1:2],
                         sigma_min_mlp=cond["sigma_min"][1::2], sqrt_eps=cond["floor"], failures=cond["failures"]),
+        bound=_bound(conditions, l2, p),
         split=dict(direct=fit_layers(split.t, split.direct, None, **_fits(p)),
                    relay=fit_layers(split.t, split.relay, None, **_fits(p))),
         dynamics=dict(sphere_diameter=median("sphere_diameter"), mean_cosine=median("mean_cosine"),
@@ -179,10 +194,10 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
         text=dict(source=meta["text"], tokens=int(text.size), prompt_len=p["prompt_len"], length=p["length"],
                   perplexity_trained=perplexity(model, pairs.continuations[:2]),
                   perplexity_init=perplexity(init0, pairs.continuations[:2])),
-        trained=dict(fits=trained["fits"], **_side_measures(model, pairs, windows, p)),
+        trained=dict(fits=trained["fits"], **_side_measures(model, pairs, windows, p, trained_l2)),
         init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
                   interval="hierarchical bootstrap: seeds, then pairs within them",
-                  **_side_measures(init0, pairs, windows, p)),
+                  **_side_measures(init0, pairs, windows, p, curves[0])),
         trained_minus_init=difference,
         system_prompts=_system_prompts(model, tokenizer, text, p, out),
     )
@@ -275,8 +290,9 @@ def draw(out: Path) -> None:
     for key, color, name in (("trained", "C0", "trained"), ("init", "C1", "init")):
         c, d = s[key]["conditions"], s[key]["dynamics"]
         ax_b.plot(layers, c["logit_bound"], "o-", ms=3, color=color, label=name)
-        ax_sig.semilogy(layers, np.array(c["sigma_min_attn"]) / c["sqrt_eps"], "o-", ms=3, color=color, label=f"{name}, attention norm")
-        ax_sig.semilogy(layers, np.array(c["sigma_min_mlp"]) / c["sqrt_eps"], "s--", ms=3, color=color, label=f"{name}, MLP norm")
+        for kind, style in (("attn", "o-"), ("mlp", "s--")):
+            ax_sig.semilogy(layers, np.array(c[f"sigma_min_{kind}"]) / c["sqrt_eps"], style, ms=3, color=color,
+                            label=f"{name}, {'attention' if kind == 'attn' else 'MLP'} norm")
         ax_dyn.plot(np.arange(0, n_layers + 1), d["sphere_diameter"], "o-", ms=3, color=color, label=f"{name}: sphere diameter")
         ax_dyn.plot(layers, d["mlp_over_attn_bound"], "s--", ms=3, color=color, label=f"{name}: |MLP| / attention bound")
     ax_b.set(xlabel="layer", ylabel="B = max |q.k| / sqrt(d_head)", title="largest attention logit per layer")

@@ -127,6 +127,28 @@ def _llm_conditions(s):
                    sqrt_eps=c["sqrt_eps"], failures=c["failures"])
 
 
+def _llm_relay_logs(s):
+    bound = s["real_model"]["trained"]["bound"]
+    shape = bound["shape"]
+    if not shape or any("error" in e for e in shape):
+        return _unmeasured("the shape test could not be fitted in every layer")
+    worst = max(shape, key=lambda e: e["slope"])
+    passing = sum(e["passes"] for e in shape)
+    constants = bound["constants"]
+    if "error" in constants:
+        explicit = f"no explicit bound ({constants['error']})"
+    else:  # constants beyond float64 are saved as null
+        finite = [c for c in constants["C"] if c is not None]
+        overflow = len(constants["C"]) - len(finite)
+        explicit = (f"explicit constants C_l from {min(finite):.3g} to {max(finite):.3g}"
+                    + (f", beyond float64 in {overflow} layers" if overflow else ""))
+    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
+            f"{passing}/{len(shape)} layers pass; {explicit}")
+    interval = [round(v, 3) for v in worst["interval"]] if worst["interval"][0] is not None else None
+    return _judged(text, interval, passing == len(shape), slopes=[e["slope"] for e in shape],
+                   intervals=[e["interval"] for e in shape], constants=constants)
+
+
 def _llm_threshold(s):
     d = s["real_model"]["trained"]["dynamics"]
     ratio, diam = np.asarray(d["mlp_over_attn_bound"]), np.asarray(d["sphere_diameter"])
@@ -457,6 +479,12 @@ CLAIMS = (
           "On the trained model and a few held-out pairs (both runs): the largest |q.k| / sqrt(d_head) per layer must "
           "be finite and the smallest input scale of every block norm above sqrt(eps) (below it the norm no longer "
           "normalises). Disagree if either fails in any layer.", _llm_conditions),
+    Claim("llm_relay_only_logs", "Relay can only add logarithmic factors, on a trained language model: its offsets "
+          "decay at least like the relay shape", "slope of offset / shape <= 0", ("real_model",),
+          "Per layer of the trained model, the log-log slope of its offsets divided by the relay model's delta_l "
+          "(same P, T and depth) over t in [T/16, T], with a bootstrap interval over pairs. Agree if every layer's "
+          "interval reaches 0 or below; disagree if any layer's lies above 0. The explicit bound's constants C_l "
+          "from the measured conditions are reported beside.", _llm_relay_logs),
     Claim("ff_threshold_llm", "The control threshold compared with a real language model across depth (layers whose "
           "MLP-to-attention gain exceeds 1 contract the tokens)", "compared with real LLMs", ("real_model",),
           "Per layer of the trained model, the gain analogue |MLP output| / (bound on any attention output) and the "

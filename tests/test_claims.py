@@ -21,10 +21,14 @@ def difference(diff, half_width=0.05):
     return dict(difference=diff, ci=[diff - half_width, diff + half_width], t_range=[32, 1024])
 
 
-def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1.5, 1.6, 1.2, 1.0), diffs=(0.3, 0.2)):
+def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1.5, 1.6, 1.2, 1.0), diffs=(0.3, 0.2),
+               slope=-0.1):
     side = dict(conditions=dict(logit_bound=[3.0, 5.0], sigma_min_attn=[0.1, 0.2], sigma_min_mlp=[0.3, 0.4],
                                 sqrt_eps=0.01, failures=list(failures)),
-                dynamics=dict(mlp_over_attn_bound=list(ratio), sphere_diameter=list(diameter)))
+                dynamics=dict(mlp_over_attn_bound=list(ratio), sphere_diameter=list(diameter)),
+                bound=dict(constants=dict(C=[1e3, None]), shape=[  # None: beyond float64, as saved
+                    dict(layer=1, slope=-0.2, interval=[-0.3, -0.1], passes=True),
+                    dict(layer=2, slope=slope, interval=[slope - 0.05, slope + 0.05], passes=slope - 0.05 <= 0)]))
     return {"real_model": dict(trained=dict(fits=[f if isinstance(f, dict) else fit(f) for f in trained], **side),
                                init=dict(fits=[fit(a) for a in init], seeds=[0, 1], pairs_per_seed=4, **side),
                                trained_minus_init=[d if isinstance(d, dict) else difference(d) for d in diffs])}
@@ -114,6 +118,7 @@ CASES = {
                            NOT_MEASURED: real_model([0.7, 0.6], [0.3, 0.3], diffs=(0.4, {"error": "floor"}))},
     "llm_bound_conditions": {"agree": real_model([0.6], [0.3]),
                              "disagree": real_model([0.6], [0.3], failures=["layer 1: not finite"])},
+    "llm_relay_only_logs": {"agree": real_model([0.6], [0.3]), "disagree": real_model([0.6], [0.3], slope=0.3)},
     # Layers 2, 3 (ratio above 1) shrink the diameter by 0.4 and 0.2, layer 1 (below 1) grows it by 0.1: agree.
     "ff_threshold_llm": {"agree": real_model([0.6], [0.3]),
                          "disagree": real_model([0.6], [0.3], diameter=(1.5, 1.0, 1.2, 1.4)),
