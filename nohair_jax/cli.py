@@ -185,7 +185,12 @@ def _model_and_pairs(args):
         if args.logit_bias is not None:
             raise ValueError("--logit-bias applies to untrained models, not to --checkpoint")
         model, _ = load_checkpoint(args.checkpoint, seq_len=total)
-        meta = dict(command=args.command, checkpoint=str(resolve_checkpoint(args.checkpoint).resolve()))
+        source = resolve_checkpoint(args.checkpoint).resolve()
+        meta = dict(command=args.command, checkpoint=str(source))
+        if source.is_file():  # a GGUF file: its quantization types, and that they were dequantized
+            from nohair_jax.gguf_checkpoint import describe
+
+            meta["weights"] = describe(source)
     else:
         prompt_len = args.prompt_len if pairs is None else pairs.prompts_a.shape[1]
         model = Transformer(_model_config(args, total, prompt_len), rngs=nnx.Rngs(args.seed))

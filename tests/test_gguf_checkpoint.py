@@ -681,6 +681,7 @@ def test_cli_offsets_on_a_gguf_file(hf_model, llama_file, tmp_path):
             assert rel(data["l2"][:, layer], l2[:, layer]) < TOLERANCE
     meta = json.loads((out / "fit.json").read_text())["meta"]
     assert meta["checkpoint"] == str(llama_file.resolve())
+    assert meta["weights"]["computed_as"].startswith("dequantized to float32")  # quantization is part of the model
 
 
 def test_cli_records_the_file_a_packaged_name_resolves_to(llama_file, tmp_path, monkeypatch):
