@@ -58,18 +58,34 @@ def run(
                        callbacks=[((0, p["steps"]), offsets_callback(pairs, save_dir=run_dir))])
         measured = {e["step"]: e["offset_fits"] for e in result.history if "offset_fits" in e}
         bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
-        in_context = {}
+        in_context, curves = {}, {}
         for step in (0, p["steps"]):
-            with np.load(run_dir / f"offsets_step{step}.npz") as curves:
-                in_context[step] = fit_layers(curves["t"], curves["l2"], curves["floor"], t_max=p["context"] - p["prompt_len"])
+            with np.load(run_dir / f"offsets_step{step}.npz") as data:
+                curves[step] = (data["t"], data["l2"], data["floor"])
+            in_context[step] = fit_layers(*curves[step], t_max=p["context"] - p["prompt_len"])
         runs.append(dict(seed=seed, untrained=measured[0], trained=measured[p["steps"]],
                          untrained_in_context=in_context[0], trained_in_context=in_context[p["steps"]],
+                         trained_minus_untrained_in_context=_differences(curves[p["steps"]], curves[0], p),
                          bits_per_byte=bits, wall_s=time.perf_counter() - start))
     summary = dict(profile=profile, settings=p, model=model_cfg.to_dict(), corpus=corpus.to_dict(), paper=PAPER, runs=runs,
                    claims=claims(runs))
     save_json(out / "summary.json", summary)
     draw(out)
     return summary
+
+
+def _differences(trained, untrained, p: dict) -> list[dict]:
+    """Per layer, alpha after training minus alpha at initialisation inside the training context,
+    one interval on the difference (``fit.alpha_difference``); ``{"error": ...}`` where refused."""
+    (t, l2_trained, floor_trained), (_, l2_untrained, floor_untrained) = trained, untrained
+    rows = []
+    for layer in range(1, l2_trained.shape[1]):
+        try:
+            rows.append(nh.alpha_difference(t, l2_trained[:, layer], l2_untrained[:, layer], t_max=p["context"] - p["prompt_len"],
+                                            floor_a=floor_trained[layer], floor_b=floor_untrained[layer]).to_dict())
+        except ValueError as err:  # the noise floor or too few pairs
+            rows.append({"error": str(err)})
+    return rows
 
 
 def _alpha(fit: dict) -> str:

@@ -214,15 +214,15 @@ def _trained(s):
 
 def _trained_faster(s):
     run = s["trained_vs_untrained"]["runs"][0]
-    trained, untrained = run["trained_in_context"], run["untrained_in_context"]
-    pairs = [(t, u) for t, u in zip(trained, untrained) if _interval(t) and _interval(u)]
-    if not pairs:
-        return _unmeasured("no layer fitted with intervals in both")
-    faster = [_interval(t)[0] > _interval(u)[1] for t, u in pairs]
-    text = "; ".join(f"layer {k}: {t['alpha']:.2f} vs {u['alpha']:.2f}" for k, (t, u) in enumerate(pairs, start=1))
-    return _judged(f"trained vs untrained alpha inside the training context: {text}", None,
-                   all(faster) and len(pairs) == len(trained), trained=[_interval(t) for t, _ in pairs],
-                   untrained=[_interval(u) for _, u in pairs])
+    diffs = run["trained_minus_untrained_in_context"]
+    if not diffs or any(d.get("ci") is None for d in diffs):
+        return _unmeasured("the difference could not be fitted with an interval in every layer",
+                           errors=[d.get("error") for d in diffs])
+    text = "; ".join(f"layer {k}: {d['difference']:+.2f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]"
+                     for k, d in enumerate(diffs, start=1))
+    return _judged(f"trained minus untrained alpha inside the training context (t in {diffs[0]['t_range']}): {text}",
+                   None, all(d["ci"][0] > 0 for d in diffs), difference=[d["difference"] for d in diffs],
+                   intervals=[d["ci"] for d in diffs])
 
 
 def _conditions(s):
@@ -505,10 +505,11 @@ CLAIMS = (
           f"training context C (the fit beyond it, where RoPE extrapolates, is reported beside). {_RANGE} [0.55, 0.7].",
           _trained),
     Claim("trained_faster", "Trained models forget faster than untrained ones (small byte-level model; every layer, "
-          "intervals disjoint)", "alpha trained > untrained", ("trained_vs_untrained",),
-          "Per layer, alpha after training against alpha at its initialisation on the same pairs, both on t in "
-          "[32, C - P] inside the training context C. Agree if every layer's trained interval lies entirely above the "
-          "untrained one; disagree otherwise.", _trained_faster),
+          "interval of the difference above 0)", "alpha trained > untrained", ("trained_vs_untrained",),
+          "Per layer, alpha after training minus alpha at its initialisation on the same pairs, on t in [32, C - P] "
+          "inside the training context C, with one bootstrap interval of the difference. Agree if it lies above 0 in "
+          "every layer; disagree if it reaches 0 or below in any layer; not measured if a layer cannot be fitted.",
+          _trained_faster),
     Claim("bound_conditions", "The bound's conditions hold on the small untrained models: bounded logits, pre-norm "
           "activations away from zero", "B finite, sigma_min > 0", ("bound_check",),
           "As for the language model, on the small untrained models at every depth measured. Disagree if any "

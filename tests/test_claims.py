@@ -49,7 +49,8 @@ def trained_vs_untrained(trained, untrained):
     inside = dict(window=(32, 240))  # the fits the judges read: inside the 256-token context
     return {"trained_vs_untrained": dict(settings=dict(steps=300, context=256), runs=[dict(
         trained=[fit(0.3) for _ in trained], untrained=[fit(0.9) for _ in untrained],  # beyond it: not judged
-        trained_in_context=[fit(a, **inside) for a in trained], untrained_in_context=[fit(a, **inside) for a in untrained])])}
+        trained_in_context=[fit(a, **inside) for a in trained], untrained_in_context=[fit(a, **inside) for a in untrained],
+        trained_minus_untrained_in_context=[difference(a - b) for a, b in zip(trained, untrained)])])}
 
 
 def bound_check(*, failures=(), holds=True, slope=-0.01, interval=(-0.02, 0.01)):
@@ -131,7 +132,7 @@ CASES = {
                         NOT_MEASURED: {"untrained_alpha": untrained_alpha(0.9, None)}},
     "trained_alpha": {"agree": trained_vs_untrained([0.6], [0.9]), "disagree": trained_vs_untrained([0.41], [0.9])},
     "trained_faster": {"agree": trained_vs_untrained([0.8, 0.7], [0.5, 0.4]),
-                       "disagree": trained_vs_untrained([0.8, 0.41], [0.5, 0.59])},
+                       "disagree": trained_vs_untrained([0.8, 0.41], [0.5, 0.43])},  # layer 2: -0.02, reaching 0
     "bound_conditions": {"agree": bound_check(), "disagree": bound_check(failures=["layer 2 attention norm: below"])},
     "bound_holds": {"agree": bound_check(), "disagree": bound_check(holds=False)},
     "relay_only_logs": {"agree": bound_check(), "disagree": bound_check(slope=0.2, interval=(0.1, 0.3))},
