@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import nohair_jax as nh
-from nohair_jax.results import experiment_parser, save_json
+from nohair_jax.results import experiment_parser, load_json, save_json
 from nohair_jax.sweep import sweep_table
 
 PROFILES = {
@@ -61,6 +63,32 @@ def _last_layer_rows(summary: dict) -> list[dict]:
     return rows
 
 
+def depth_differences(folder: Path, summary: dict, shared: dict) -> list[dict]:
+    """For each (width, prompt length, length) and each two neighbouring depths: the last layer's
+    alpha of the shallower model minus the deeper one's, one interval on the difference (seeds, then
+    pairs within them, resampled; ``fit.alpha_difference``)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in summary["rows"]:
+        groups.setdefault((row["width"], row["prompt_len"], row["length"]), []).append(row)
+    out = []
+    for (width, prompt_len, length), rows in groups.items():
+        curves = []
+        for row in sorted(rows, key=lambda r: r["depth"]):
+            with np.load(folder / "cells" / f"{row['key']}.npz") as data:
+                seeds, pairs = data["l2"].shape[:2]
+                curves.append((row["depth"], data["t"], data["l2"][:, :, -1].reshape(seeds * pairs, -1), data["floor"][-1],
+                               np.repeat(np.arange(seeds), pairs)))
+        for (d1, t, a, floor_a, g_a), (d2, _, b, floor_b, g_b) in zip(curves, curves[1:]):
+            entry = dict(width=width, prompt_len=prompt_len, length=length, depths=[d1, d2])
+            try:
+                entry.update(nh.alpha_difference(t, a, b, t_min=shared["fit_t_min"], floor_a=floor_a, floor_b=floor_b,
+                                                  groups_a=g_a, groups_b=g_b, n_boot=shared["n_boot"]).to_dict())
+            except ValueError as err:
+                entry["error"] = str(err)
+            out.append(entry)
+    return out
+
+
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
     del seed  # the grids name their seeds
     p = dict(PROFILES[profile], **(settings or {}))
@@ -71,6 +99,8 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         summary = nh.run_sweep(grid, out / name)
         print(sweep_table(summary), flush=True)
         result[name] = _last_layer_rows(summary)
+    result["depth_differences"] = depth_differences(out / "depth_prompt", load_json(out / "depth_prompt" / "summary.json"),
+                                                    p["shared"])
     save_json(out / "summary.json", result)
     return result
 

@@ -368,17 +368,16 @@ def _sufficient(s):
 
 
 def _depth(s):
-    rows = s["depth_length_sweep"]["depth_prompt"]
-    by_prompt = {}
-    for r in sorted(rows, key=lambda r: r["depth"]):
-        by_prompt.setdefault(r["prompt_len"], []).append(r)
-    if any(len(v) < 2 or any(r["alpha"] is None for r in v) for v in by_prompt.values()):
-        return _unmeasured("needs two depths with fits at every prompt length")
-    text = "; ".join(f"P={P}: " + ", ".join(f"L{r['depth']} {r['alpha']:.2f} (relay {r['relay']:.2f})" for r in v)
-                     for P, v in by_prompt.items())
-    falls = all(a["ci"][0] > b["ci"][1] for v in by_prompt.values() for a, b in zip(v, v[1:]))
-    return _judged(f"last-layer alpha by depth: {text}", None, falls,
-                   intervals={P: {r["depth"]: r["ci"] for r in v} for P, v in by_prompt.items()})
+    sweep = s["depth_length_sweep"]
+    diffs = sweep.get("depth_differences", [])
+    if not diffs or any(d.get("ci") is None for d in diffs):
+        return _unmeasured("needs two depths with a fitted difference at every prompt length",
+                           errors=[d.get("error") for d in diffs])
+    text = "; ".join(f"P={d['prompt_len']}: L{d['depths'][0]} - L{d['depths'][1]} {d['difference']:+.2f} "
+                     f"[{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" for d in diffs)
+    relay = "; ".join(f"P={r['prompt_len']} L{r['depth']}: relay {r['relay']:.2f}" for r in sweep["depth_prompt"])
+    return _judged(f"last-layer alpha, shallower minus deeper: {text}", None, all(d["ci"][0] > 0 for d in diffs),
+                   differences=diffs, relay_alpha=relay)
 
 
 def _consensus_rows(s, clusters: int):
@@ -556,9 +555,10 @@ CLAIMS = (
           "Every layer of the small untrained models (interval's lower end) and the relay model's local exponent at "
           "every t. Agree if all are above 0; disagree if any is at or below 0 or a layer cannot be fitted.", _sufficient),
     Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
-          "(last layer, intervals disjoint)", "alpha falls with depth L", ("depth_length_sweep",),
-          "At every prompt length, the last layer's alpha of untrained models of increasing depth. Agree if each depth's "
-          "interval lies entirely below the shallower one's; disagree otherwise.", _depth),
+          "(last layer, difference above 0 at each step in depth)", "alpha falls with depth L", ("depth_length_sweep",),
+          "At every prompt length, the last layer's alpha of untrained models of neighbouring depths, shallower minus "
+          "deeper, with one interval of the difference (seeds, then pairs, resampled). Agree if every such interval "
+          "lies above 0; disagree if any reaches 0 or below; not measured if a difference cannot be fitted.", _depth),
     Claim("ff_consensus", "A feed-forward control steers the tokens arbitrarily close to consensus whatever Q, K, V are",
           "every (Q, K, V)", ("consensus", "control_threshold"),
           "Tokens on the sphere under the consensus control: random (Q, K, V) draws at the profile's gain, and (Q, K, V) "

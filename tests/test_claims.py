@@ -77,8 +77,11 @@ def untrained_vs_relay(network, relay=(0.01, 0.8)):
 
 
 def sweep(alphas_by_depth):
-    rows = [dict(depth=d, prompt_len=16, alpha=a, ci=[a - 0.02, a + 0.02], relay=a) for d, a in alphas_by_depth.items()]
-    return {"depth_length_sweep": dict(depth_prompt=rows)}
+    depths = sorted(alphas_by_depth)
+    rows = [dict(depth=d, prompt_len=16, alpha=alphas_by_depth[d], relay=alphas_by_depth[d]) for d in depths]
+    diffs = [dict(prompt_len=16, depths=[a, b], **difference(alphas_by_depth[a] - alphas_by_depth[b]))
+             for a, b in zip(depths, depths[1:])]
+    return {"depth_length_sweep": dict(depth_prompt=rows, depth_differences=diffs)}
 
 
 def consensus(reached_controlled, clusters=1, heads=1):
@@ -151,7 +154,7 @@ CASES = {
                       NOT_MEASURED: biased([0.6] * 4, [0.6, 0.0, -0.1, None], [EQUAL, BELOW, BELOW, None])},
     "dilution_sufficient": {"agree": {**relay_model([0.1, 0.3, 0.45]), "untrained_alpha": untrained_alpha(0.9, 0.6)},
                             "disagree": {**relay_model([0.1, 0.3, 0.45]), "untrained_alpha": untrained_alpha(0.9, 0.03)}},
-    "deeper_remembers_longer": {"agree": sweep({1: 0.9, 2: 0.7, 4: 0.6}), "disagree": sweep({1: 0.9, 2: 0.7, 4: 0.71}),
+    "deeper_remembers_longer": {"agree": sweep({1: 0.9, 2: 0.7, 4: 0.6}), "disagree": sweep({1: 0.9, 2: 0.7, 4: 0.68}),
                                 NOT_MEASURED: sweep({1: 0.9})},
     "ff_consensus": {"agree": {**consensus(1.0), **control_threshold(DEFEATED_AT_1)},
                      "disagree": {**consensus(1.0), **control_threshold({**DEFEATED_AT_1, 20.0: 0.875})},
