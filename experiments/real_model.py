@@ -161,9 +161,11 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
 
     meta = dict(checkpoint=CHECKPOINT, text="held-out part of the embedded stdlib corpus, model tokenizer")
     trained = measure_model(model, pairs, out / "trained", floor_pairs=1, fit_kwargs=_fits(p), meta=meta)
-    inits, floors, curves = [], [], []
+    inits, floors, curves, init0 = [], [], [], None
     for seed in p["init_seeds"]:
         init = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
+        if init0 is None:
+            init0 = init  # the first seed's model: the side measures run on it
         sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
         summary = measure_model(init, sub, out / f"init_seed{seed}", floor_pairs=1, fit_kwargs=_fits(p),
                                 meta=dict(meta, init_seed=seed))
@@ -186,7 +188,6 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
                 floor_b=init_floor[layer], groups_b=seed_of_pair, n_boot=p["n_boot"]).to_dict())
         except ValueError as err:  # a window refused by the noise floor on either side
             difference.append({"error": str(err)})
-    init0 = nh.Transformer(cfg, rngs=nnx.Rngs(p["init_seeds"][0]))
 
     summary = dict(
         profile=profile, settings=p, paper=PAPER, model=cfg.to_dict(), checkpoint=dict(
