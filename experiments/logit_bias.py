@@ -26,7 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.claims import CLAIMS
+from nohair_jax.claims import part_claims_text
 from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
@@ -126,10 +126,7 @@ def main() -> None:
         print(f"{name}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")
         for step, row in zip(r["steps"], r["alpha"]):
             print(f"  step {step:>5}: alpha per layer " + ", ".join(f"{a:.2f}" for a in row))
-    for claim in CLAIMS:
-        if claim.parts == ("logit_bias",):
-            judged = claim.judge({"logit_bias": summary})
-            print(f"{claim.claim}: {judged.verdict}; {judged.measured}")
+    print(part_claims_text("logit_bias", summary))
 
 
 if __name__ == "__main__":

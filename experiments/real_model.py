@@ -137,7 +137,7 @@ def _system_prompts(model, tokenizer, text: np.ndarray, p: dict, out: Path) -> d
     user = tokenize(tokenizer, USER_TURN)
     cuts = nh.text_prompt_pairs(text, 7, p["system_messages"], 1, p["system_length"] - user.size).continuations
     messages = np.concatenate([np.broadcast_to(user, (cuts.shape[0], user.size)), cuts], axis=1)
-    a, b = (np.broadcast_to(tokenize(tokenizer, s), (messages.shape[0], len(tokenize(tokenizer, s)))) for s in SYSTEM_PROMPTS)
+    a, b = (np.broadcast_to(ids, (messages.shape[0], ids.size)) for ids in (tokenize(tokenizer, s) for s in SYSTEM_PROMPTS))
     off = nh.prompt_pair_offsets(model, a, b, messages, progress=True)
     save_npz(out / "system_prompts.npz", t=off.t, kl=off.kl, l2=off.l2, prompt_len_a=a.shape[1], prompt_len_b=b.shape[1])
     half = nh.kl_half_life(off.kl, n_boot=p["n_boot"])

@@ -28,7 +28,8 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.measure import fit_layers
-from nohair_jax.results import claims_table, experiment_parser, load_json, save_figure, save_json
+from nohair_jax.claims import part_claims_text
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, offsets_callback, train
 
 PROFILES = {
@@ -67,8 +68,7 @@ def run(
                          untrained_in_context=in_context[0], trained_in_context=in_context[p["steps"]],
                          trained_minus_untrained_in_context=_differences(curves[p["steps"]], curves[0], p),
                          bits_per_byte=bits, wall_s=time.perf_counter() - start))
-    summary = dict(profile=profile, settings=p, model=model_cfg.to_dict(), corpus=corpus.to_dict(), paper=PAPER, runs=runs,
-                   claims=claims(runs))
+    summary = dict(profile=profile, settings=p, model=model_cfg.to_dict(), corpus=corpus.to_dict(), paper=PAPER, runs=runs)
     save_json(out / "summary.json", summary)
     draw(out)
     return summary
@@ -90,27 +90,6 @@ def _differences(trained, untrained, p: dict) -> list[dict]:
 
 def _alpha(fit: dict) -> str:
     return f"{fit['alpha']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]" if "alpha" in fit else "no fit"
-
-
-def _overlaps(fit: dict, lo: float, hi: float) -> bool:
-    return "alpha" in fit and fit["ci"][1] >= lo and fit["ci"][0] <= hi
-
-
-def claims(runs: list[dict]) -> list[dict]:
-    """Per seed and window: the last layer's alpha against the paper's ranges, and trained > untrained per layer."""
-    rows = []
-    for r in runs:
-        for window, suffix in (("t in [32, T]", ""), ("inside the training context", "_in_context")):
-            trained, untrained = r["trained" + suffix], r["untrained" + suffix]
-            for key, fit in (("trained", trained[-1]), ("untrained", untrained[-1])):
-                lo, hi = PAPER[key]
-                rows.append(dict(claim=f"{key} alpha, last layer, {window} (seed {r['seed']})", paper=f"{lo} to {hi}",
-                                 measured=_alpha(fit), verdict="agree" if _overlaps(fit, lo, hi) else "disagree"))
-            faster = [("alpha" in t and "alpha" in u and t["ci"][0] > u["ci"][1]) for t, u in zip(trained, untrained)]
-            rows.append(dict(claim=f"trained forget faster, layers 1..L, {window} (seed {r['seed']})",
-                             paper="alpha_trained > alpha_untrained", measured=" ".join("yes" if f else "no" for f in faster),
-                             verdict="agree" if all(faster[1:]) else "disagree"))
-    return rows
 
 
 def draw(out: Path) -> None:
@@ -153,7 +132,7 @@ def main() -> None:
         print(f"seed {r['seed']}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")
         for key in ("untrained", "trained", "untrained_in_context", "trained_in_context"):
             print(f"  {key + ' alpha per layer:':<38}" + "; ".join(_alpha(f) for f in r[key]))
-    print(claims_table(summary["claims"]))
+    print(part_claims_text("trained_vs_untrained", summary))
 
 
 if __name__ == "__main__":

@@ -584,6 +584,12 @@ CLAIMS = (
 )
 
 
+def part_claims_text(part: str, summary: dict) -> str:
+    """The claims judged on one part's summary alone, one line each (an experiment's printout)."""
+    return "\n".join(f"{c.claim}: {j.verdict}; {j.measured}" for c in CLAIMS if c.parts == (part,)
+                     for j in (c.judge({part: summary}),))
+
+
 def judge_claims(summaries: dict) -> list[dict]:
     """The claims table: one dict per claim with id, claim, paper_value, criterion, measured, interval,
     verdict, evidence and parts."""

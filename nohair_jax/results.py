@@ -75,13 +75,6 @@ def save_figure(path: str | os.PathLike, fig) -> Path:
     return Path(path)
 
 
-def claims_table(rows: list[dict]) -> str:
-    """A plain-text table of claims: each row has ``claim``, ``paper``, ``measured``, ``verdict``."""
-    widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in ("claim", "paper", "measured", "verdict")}
-    line = lambda r: "  ".join(str(r[k]).ljust(w) for k, w in widths.items())  # noqa: E731
-    return "\n".join([line({k: k for k in widths}), line({k: "-" * w for k, w in widths.items()}), *map(line, rows)])
-
-
 def experiment_parser(doc: str, name: str, profiles, *, seed: bool = True) -> argparse.ArgumentParser:
     """The command line every experiment script shares: ``--profile`` (one of ``profiles``, default
     quick), ``--out`` (default ``results/<name>``) and, when the experiment takes one, ``--seed``.

@@ -199,3 +199,11 @@ def test_evidence_holds_the_numbers_the_verdict_came_from():
     assert judged.evidence["failures"] == ["layer 1: not finite"]
     margins = _judge("bound_holds")(CASES["bound_holds"]["disagree"]).evidence["margins"]
     assert np.min(margins) == 0.5
+
+
+def test_part_claims_text_judges_every_claim_of_one_part():
+    from nohair_jax.claims import part_claims_text
+
+    text = part_claims_text("logit_bias", CASES["bias_reverses"]["disagree"]["logit_bias"]).splitlines()
+    assert len(text) == 3  # no_bias_trained, bias_stops_decay, bias_reverses
+    assert text[2].startswith("With the logit bias the decay reverses later in training (offsets grow): disagree; ")
