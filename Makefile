@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 BENCH_VENV ?= .venv-bench
 OUT ?= results
 
-.PHONY: run test bench bench-mfu bench-memory bench-gpu bench-tl clean
+.PHONY: run test bench bench-mfu bench-memory bench-real bench-gpu bench-tl clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench-mfu: $(VENV)/.installed
 # Peak memory against T = 1k..64k and the time of the T = 65536 pair (~15 min on 2 cores).
 bench-memory: $(VENV)/.installed
 	$(BIN)/python benchmarks/memory.py
+
+# SmolLM2-135M against transformers (sdpa, eager) at T 1024 and 4096 (~10 min on 2 cores).
+bench-real: $(VENV)/.installed
+	$(BIN)/python benchmarks/real_model.py
 
 # Both at GPU sizes, under five minutes; installs jax[cuda12] into .venv-gpu first.
 bench-gpu:

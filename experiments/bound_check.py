@@ -1,4 +1,4 @@
-"""The no-hair bound checked on untrained models of several depths (DESIGN.md section 3).
+"""The no-hair bound checked on untrained models of several depths (docs/definitions.md, "The bound and the relay recursion").
 
 For each depth: the theorem's conditions measured (largest attention logit ``B_l``, the floor
 ``sigma_min`` of every norm's input against ``sqrt(eps)``), the explicit bound held against the
@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.bound import check_bound
+from nohair_jax.bound import check_bound, check_row
 from nohair_jax.measure import untrained_model
 from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 
@@ -39,16 +39,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
         print(f"depth {depth}: checking the bound on {p['n_pairs']} pairs, T = {p['length']}", flush=True)
         checked = check_bound(model, pairs, out / f"depth_{depth}", seed=seed, meta=dict(experiment="bound_check"))
-        cond = checked["conditions"]
-        n_block_norms = 2 * depth
-        rows.append(dict(
-            depth=depth,
-            failures=cond["failures"],
-            logit_bound=cond["logit_bound"],
-            sigma_min_over_floor=min(cond["sigma_min"][:n_block_norms]) / cond["floor"],
-            explicit=checked["explicit"],
-            shape=checked["shape"],
-        ))
+        rows.append(check_row(checked))
     result = dict(profile=profile, settings=p, seed=seed, rows=rows)
     save_json(out / "summary.json", result)
     draw(out)

@@ -16,6 +16,12 @@ the worst final diameter it finds per gain says where consensus can really be de
     python experiments/control_threshold.py --out results/control_threshold     # quick: 256 draws, 14 gains
     python experiments/control_threshold.py --profile full --out results/control_threshold
 
+The same random draws at other token counts n, dimensions d and inverse temperatures beta (``Q``
+scaled by beta, so the logits are) on a coarser gain grid give the threshold map: the smallest
+gain at which every draw reaches eps, per (n, d, beta). ``||V||`` itself needs no sweep: with time
+in units of ``1 / ||V||`` and the gain in units of ``||V||`` the dynamics do not depend on it
+(``nohair_jax.token_dynamics``, "Units").
+
 Writes ``summary.json``, ``series.npz``, ``measures.png`` (measures against time per gain) and
 ``threshold.png`` (final diameter, fraction reached and clusters against gain).
 """
@@ -27,18 +33,25 @@ from pathlib import Path
 import numpy as np
 
 from nohair_jax.results import experiment_parser, save_json
-from nohair_jax.token_dynamics import adversarial_diameters, gain_sweep, random_systems, sweep_table
+from nohair_jax.token_dynamics import (adversarial_diameters, cluster_goals, gain_sweep, random_systems,
+                                      simulate_systems, sweep_table)
 
 PROFILES = {
     "smoke": dict(gains=(0, 0.1, 1, 10), draws=16, n=6, d=3, heads=1, steps=200, dt=0.05, eps=0.1, records=20,
-                  adversarial=dict(gains=(0.5, 20), shapes=((6, 3),), draws=2, iterations=3, steps=50, dt=0.04)),
+                  adversarial=dict(gains=(0.5, 20), shapes=((6, 3),), draws=2, iterations=3, steps=50, dt=0.04),
+                  grid=dict(gains=(1, 20), shapes=((6, 3),), betas=(0.1, 10), draws=4, steps=100, dt=0.05)),
     "quick": dict(gains=(0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100), draws=256, n=16, d=3, heads=1,
                   steps=1000, dt=0.02, eps=0.1, records=60,
-                  adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3),), draws=8, iterations=30, steps=500, dt=0.04)),
+                  adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3), (16, 8)), draws=8, iterations=30, steps=500,
+                                   dt=0.04),
+                  grid=dict(gains=(0.5, 1, 2, 5, 10, 20), shapes=((16, 3), (8, 3), (16, 8)), betas=(0.1, 1, 10), draws=64,
+                            steps=1000, dt=0.02)),
     "full": dict(gains=(0, 0.01, 0.014, 0.02, 0.03, 0.05, 0.07, 0.1, 0.14, 0.2, 0.3, 0.5, 0.7, 1, 1.4, 2, 3, 5, 7, 10,
                         20, 50, 100, 200), draws=2048, n=32, d=3, heads=1, steps=4000, dt=0.005, eps=0.1, records=100,
                  adversarial=dict(gains=(0.25, 0.5, 1, 1.5, 2, 5, 20), shapes=((16, 3), (32, 3), (16, 8)), draws=64,
-                                  iterations=60, steps=1000, dt=0.02)),
+                                  iterations=60, steps=1000, dt=0.02),
+                 grid=dict(gains=(0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 50), shapes=((16, 3), (32, 3), (8, 3), (16, 8), (32, 16)),
+                           betas=(0.1, 0.3, 1, 3, 10), draws=512, steps=4000, dt=0.005)),
 }
 
 
@@ -55,12 +68,28 @@ def adversarial(search: dict, eps: float, seed: int) -> dict:
     return dict(settings=dict(search, horizon=search["steps"] * search["dt"], eps=eps), rows=rows)
 
 
+def threshold_map(grid: dict, eps: float, seed: int) -> dict:
+    """Per (n, d, inverse temperature beta): the fraction of random draws whose final diameter is below
+    eps at each gain of the grid, and the smallest grid gain at which every draw is."""
+    rows = []
+    for n, d in grid["shapes"]:
+        goal = cluster_goals(n, d, 1)
+        for beta in grid["betas"]:
+            systems = random_systems(seed, grid["draws"], n, d, beta=beta)
+            reached = [float(np.mean(simulate_systems(systems, goal, gain, dt=grid["dt"], steps=grid["steps"], tol=eps,
+                                                      record=(0,)).diameter[:, -1] < eps)) for gain in grid["gains"]]
+            rows.append(dict(n=n, d=d, beta=beta, gains=list(grid["gains"]), reached=reached,
+                             reached_all=next((g for g, r in zip(grid["gains"], reached) if r == 1.0), None)))
+    return dict(settings=dict(grid, horizon=grid["steps"] * grid["dt"], eps=eps), rows=rows)
+
+
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
     """Run the profile (``settings`` override its values), save, draw; returns the summary."""
     p = dict(PROFILES[profile], **(settings or {}))
-    search = p.pop("adversarial")
+    search, grid = p.pop("adversarial"), p.pop("grid")
     summary = gain_sweep(Path(out), **p, seed=seed, meta=dict(experiment="control_threshold", profile=profile))
     summary["adversarial"] = adversarial(search, p["eps"], seed)
+    summary["grid"] = threshold_map(grid, p["eps"], seed)
     save_json(Path(out) / "summary.json", summary)
     return summary
 
@@ -70,6 +99,9 @@ def main() -> None:
     args = parser.parse_args()
     summary = run(args.profile, args.out, args.seed)
     print(sweep_table(summary))
+    for row in summary["grid"]["rows"]:
+        print(f"random draws n {row['n']}, d {row['d']}, beta {row['beta']:g}: all below eps from "
+              f"{row['reached_all']} ||V|| (reached {', '.join(f'{r:.0%}' for r in row['reached'])} at {row['gains']})")
     for row in summary["adversarial"]["rows"]:
         print(f"adversarial n {row['n']}, d {row['d']}, gain {row['gain_ratio']:g} ||V||: worst final diameter "
               f"{row['worst']:.3g}, {row['reached']:.0%} of {len(row['diameters'])} below eps")

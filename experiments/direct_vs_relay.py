@@ -1,4 +1,5 @@
-"""Direct read versus relay in an untrained model (DESIGN.md section 3, issue: the theory spine).
+"""Direct read versus relay in an untrained model
+(docs/definitions.md, "The bound and the relay recursion").
 
 Splits each pair's offset into what continuation tokens read from the prompt directly and what
 reaches them through earlier continuation tokens (``nohair_jax.paths``), fits alpha to each part

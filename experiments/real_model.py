@@ -13,8 +13,8 @@ tokenizer; P and T in tokens), for the trained model and every seed at init: off
 layer and t, alpha per layer above the measured float32 noise floor with bootstrap intervals over
 pairs (at init: over seeds, then pairs within them), the trained-minus-init difference of alpha
 per layer as one interval, local exponents, next-token KL; on the trained model and one init seed: the bound's
-conditions (largest attention logit B per layer, sigma_min of every norm), the direct-read versus
-relay split, and the token-dynamics measures across depth (the second paper's comparison of the
+conditions (largest attention logit B per layer, sigma_min of every norm) and the token-dynamics
+measures across depth; on the trained model the direct-read versus relay split (the second paper's comparison of the
 control threshold with real LLMs). And the question a model builder asks: two system prompts
 (pirate against lawyer), many user messages cut from the text as continuations, the next-token
 KL against t and the prompt's half-life (``fit.kl_half_life``) with its interval over messages.
@@ -110,21 +110,25 @@ def _bound(conditions, l2: np.ndarray, p: dict) -> dict:
     return dict(constants=constants, shape=shape_check(t, l2, p["prompt_len"], n_boot=p["n_boot"]))
 
 
-def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l2: np.ndarray) -> dict:
-    """Bound conditions and the bound, direct/relay fits and token-dynamics measures per layer on a few
-    pairs; ``l2`` are the model's offsets already measured (for the shape test)."""
+def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l2: np.ndarray, *,
+                   split: bool = True) -> dict:
+    """Bound conditions and the bound, token-dynamics measures per layer and (``split``) direct/relay
+    fits on a few pairs; ``l2`` are the model's offsets already measured (for the shape test)."""
     k = p["side_pairs"]
     conditions = measure_conditions(model, *(x[:k] for x in pairs))
     cond = conditions.to_dict()
-    split = nh.direct_relay_split(model, *(x[:k] for x in pairs))
     dyn = layer_measures(model, windows, tol=CLUSTER_TOL)
     median = lambda name: np.median(dyn[name], axis=-1).tolist()  # noqa: E731  over windows
+    out = {}
+    if split:
+        parts = nh.direct_relay_split(model, *(x[:k] for x in pairs))
+        out["split"] = dict(direct=fit_layers(parts.t, parts.direct, None, **_fits(p)),
+                            relay=fit_layers(parts.t, parts.relay, None, **_fits(p)))
     return dict(
+        out,
         conditions=dict(logit_bound=cond["logit_bound"], sigma_min_attn=cond["sigma_min"][0:-1:2],
                         sigma_min_mlp=cond["sigma_min"][1::2], sqrt_eps=cond["floor"], failures=cond["failures"]),
         bound=_bound(conditions, l2, p),
-        split=dict(direct=fit_layers(split.t, split.direct, None, **_fits(p)),
-                   relay=fit_layers(split.t, split.relay, None, **_fits(p))),
         dynamics=dict(sphere_diameter=median("sphere_diameter"), mean_cosine=median("mean_cosine"),
                       clusters=median("clusters"),
                       mlp_over_attn=np.median(dyn["mlp_norm"] / dyn["attn_norm"], axis=-1).tolist(),
@@ -198,7 +202,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
         trained=dict(fits=trained["fits"], **_side_measures(model, pairs, windows, p, trained_l2)),
         init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
                   interval="hierarchical bootstrap: seeds, then pairs within them",
-                  **_side_measures(init0, pairs, windows, p, curves[0])),
+                  **_side_measures(init0, pairs, windows, p, curves[0], split=False)),  # the split: trained only
         trained_minus_init=difference,
         system_prompts=_system_prompts(model, tokenizer, text, p, out),
     )

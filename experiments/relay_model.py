@@ -1,4 +1,5 @@
-"""The exactly solvable linear relay model (DESIGN.md section 3): its forms agree, its shape is the bound's.
+"""The exactly solvable linear relay model: its forms agree, its shape is the bound's
+(docs/definitions.md, "The bound and the relay recursion").
 
 Three checks and two curves, all from ``nohair_jax.relay``:
 

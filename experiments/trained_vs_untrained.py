@@ -12,7 +12,9 @@ of both on one figure.
 
 ``--position none`` trains without position encoding (causal masking alone). Alpha is fitted on
 two windows of the same curves: t in [32, T] (mostly beyond the training context) and t in
-[32, context - P] (inside it, where the model has seen such positions). Writes ``seed<k>/`` (the training run: config, history, checkpoints, offsets_step<s>.npz),
+[32, context - P] (inside it, where the model has seen such positions). The bound is checked on
+the trained model inside its context (``bound.check_bound``: conditions, explicit bound, shape
+test; ``seed<k>/bound/``). Writes ``seed<k>/`` (the training run: config, history, checkpoints, offsets_step<s>.npz),
 ``summary.json`` and ``trained_vs_untrained.png`` drawn from them. Offsets are measured at T in
 the thousands, beyond the training context: RoPE extrapolates (docs/training.md), and the
 summary records the training context next to every alpha.
@@ -27,6 +29,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
+from nohair_jax.bound import check_bound, check_row
 from nohair_jax.measure import fit_layers
 from nohair_jax.claims import part_claims_text
 from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
@@ -35,7 +38,8 @@ from nohair_jax.train import TrainConfig, offsets_callback, train
 PROFILES = {
     "smoke": dict(seeds=(0,), d_model=32, depth=2, steps=40, batch_size=2, context=96, prompt_len=4, length=256, n_pairs=2),
     "quick": dict(seeds=(0,), d_model=128, depth=4, steps=600, batch_size=8, context=256, prompt_len=16, length=2048, n_pairs=16),
-    "full": dict(seeds=(0, 1, 2), d_model=256, depth=6, steps=5000, batch_size=32, context=512, prompt_len=16, length=8192, n_pairs=64),
+    "full": dict(seeds=(0, 1, 2), d_model=256, depth=6, steps=5000, batch_size=32, context=512, prompt_len=16, length=8192,
+                 n_pairs=64),
 }
 PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
 
@@ -64,7 +68,11 @@ def run(
             with np.load(run_dir / f"offsets_step{step}.npz") as data:
                 curves[step] = (data["t"], data["l2"], data["floor"])
             in_context[step] = fit_layers(*curves[step], t_max=p["context"] - p["prompt_len"])
-        runs.append(dict(seed=seed, untrained=measured[0], trained=measured[p["steps"]],
+        # The bound on the trained model, inside its training context: conditions, explicit bound, shape test.
+        inside = nh.PromptPairs(pairs.prompts_a, pairs.prompts_b, pairs.continuations[:, : p["context"] - p["prompt_len"]])
+        bound = check_row(check_bound(result.model, inside, run_dir / "bound", seed=seed, progress=False,
+                                      meta=dict(experiment="trained_vs_untrained", step=p["steps"])))
+        runs.append(dict(seed=seed, untrained=measured[0], trained=measured[p["steps"]], bound=bound,
                          untrained_in_context=in_context[0], trained_in_context=in_context[p["steps"]],
                          trained_minus_untrained_in_context=_differences(curves[p["steps"]], curves[0], p),
                          bits_per_byte=bits, wall_s=time.perf_counter() - start))

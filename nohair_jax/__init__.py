@@ -9,91 +9,41 @@
     fit.alpha, fit.ci, fit.t_range
 """
 
-from nohair_jax import bound, data, dynamics, paths, relay, sweep, train
-from nohair_jax.bound import BoundConditions, BoundNotApplicable, check_bound, measure_conditions
-from nohair_jax.checkpoints import CheckpointError, load_checkpoint
-from nohair_jax.data import Corpus, decode, encode, heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
-from nohair_jax.fit import (
-    AlphaDifference,
-    HalfLife,
-    NoiseFloorError,
-    PowerLawFit,
-    alpha_difference,
-    alpha_vs_window,
-    bootstrap_indices,
-    compare_decay_laws,
-    fit_power_law,
-    kl_half_life,
-    local_exponent,
-    noise_floor_curve,
-    summary_curve,
-)
-from nohair_jax.model import Diagnostics, ForwardOutput, PromptLogitBias, RopeScaling, Transformer, TransformerConfig
-from nohair_jax.offsets import Offsets, measure_noise_floor, pair_offsets, prompt_pair_offsets
-from nohair_jax.pairs import PromptPairs, random_prompt_pairs, text_prompt_pairs
-from nohair_jax.paths import PathSplit, direct_relay_split
-from nohair_jax.sweep import SweepGrid, draw_sweep, run_sweep, sweep_mesh, sweep_offsets
-from nohair_jax.train import TrainConfig, TrainResult, alpha_history, load_trained, offsets_callback
+import importlib
+
+# Public name -> the module that defines it. Imported on first use (PEP 562), so that
+# ``import nohair_jax`` and ``nohair --help`` do not load JAX, Flax, optax, sympy or matplotlib.
+_EXPORTS = {
+    "bound": ("BoundConditions", "BoundNotApplicable", "check_bound", "measure_conditions"),
+    "checkpoints": ("CheckpointError", "load_checkpoint"),
+    "config": ("PromptLogitBias", "RopeScaling", "TransformerConfig"),
+    "data": ("Corpus", "decode", "encode", "heldout_prompt_pairs", "load_corpus", "markov_corpus", "stdlib_corpus"),
+    "fit": ("AlphaDifference", "HalfLife", "NoiseFloorError", "PowerLawFit", "alpha_difference", "alpha_vs_window",
+            "bootstrap_indices", "compare_decay_laws", "fit_power_law", "kl_half_life", "local_exponent",
+            "noise_floor_curve", "summary_curve"),
+    "model": ("Diagnostics", "ForwardOutput", "Transformer"),
+    "offsets": ("Offsets", "measure_noise_floor", "pair_offsets", "prompt_pair_offsets"),
+    "pairs": ("PromptPairs", "random_prompt_pairs", "text_prompt_pairs"),
+    "paths": ("PathSplit", "direct_relay_split"),
+    "sweep": ("SweepGrid", "draw_sweep", "run_sweep", "sweep_mesh", "sweep_offsets"),
+    "train": ("TrainConfig", "TrainResult", "alpha_history", "load_trained", "offsets_callback"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+_SUBMODULES = ("bound", "data", "dynamics", "paths", "relay", "sweep", "train")
 
 __version__ = "0.1.0"
+__all__ = sorted([*_MODULE_OF, *_SUBMODULES])
 
-__all__ = [
-    "AlphaDifference",
-    "BoundConditions",
-    "BoundNotApplicable",
-    "CheckpointError",
-    "Corpus",
-    "Diagnostics",
-    "HalfLife",
-    "ForwardOutput",
-    "NoiseFloorError",
-    "Offsets",
-    "PathSplit",
-    "PowerLawFit",
-    "PromptLogitBias",
-    "PromptPairs",
-    "RopeScaling",
-    "SweepGrid",
-    "TrainConfig",
-    "TrainResult",
-    "Transformer",
-    "TransformerConfig",
-    "alpha_difference",
-    "alpha_history",
-    "alpha_vs_window",
-    "bootstrap_indices",
-    "bound",
-    "check_bound",
-    "compare_decay_laws",
-    "data",
-    "dynamics",
-    "decode",
-    "direct_relay_split",
-    "draw_sweep",
-    "encode",
-    "fit_power_law",
-    "heldout_prompt_pairs",
-    "kl_half_life",
-    "load_checkpoint",
-    "load_corpus",
-    "load_trained",
-    "local_exponent",
-    "markov_corpus",
-    "measure_conditions",
-    "measure_noise_floor",
-    "noise_floor_curve",
-    "offsets_callback",
-    "pair_offsets",
-    "paths",
-    "prompt_pair_offsets",
-    "random_prompt_pairs",
-    "relay",
-    "run_sweep",
-    "stdlib_corpus",
-    "summary_curve",
-    "sweep",
-    "sweep_mesh",
-    "sweep_offsets",
-    "text_prompt_pairs",
-    "train",
-]
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"nohair_jax.{name}")
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'nohair_jax' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"nohair_jax.{_MODULE_OF[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,6 +1,7 @@
 """The no-hair bound on a real model: its conditions measured, its explicit form held against offsets.
 
-DESIGN.md section 3; the derivation is ``nohair_jax.theory.bound`` (``docs/bound.md``). One pre-LN
+docs/definitions.md, "The bound and the relay recursion"; the derivation is ``nohair_jax.theory.bound``
+(``docs/bound.md``). One pre-LN
 block satisfies
 
     delta_l(i) <= a_l delta_{l-1}(i) + (b_l / i) (P D_{l-1} + sum_{P < j <= i} delta_{l-1}(j))
@@ -250,7 +251,8 @@ def explicit_bounds(cond: BoundConditions, length: int) -> dict[str, np.ndarray 
     layer = np.arange(1, depth + 1)[:, None]
     closed = np.full((depth + 1, length), np.nan)
     closed[0] = 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # C_l beyond float64 (real models: e^(2B) with B in the tens) gives inf, as it should: no warning
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         closed[1:] = np.where(t >= t0, constant[:, None] * prompt_len * np.log(t) ** (layer - 1) / t, np.nan)
     return dict(a=a, b=b, C=constant, t0=t0, recursion=recursion, closed=closed)
 
@@ -358,6 +360,15 @@ def check_bound(
     save_json(out_dir / "bound.json", summary)
     draw_bound(out_dir)
     return load_json(out_dir / "bound.json")
+
+
+def check_row(checked: dict) -> dict:
+    """What the claims read of a ``check_bound`` summary: the failed conditions, the largest logit
+    per layer, the smallest block-norm sigma_min over sqrt(eps), both checks."""
+    cond, depth = checked["conditions"], checked["model"]["n_layers"]
+    return dict(depth=depth, failures=cond["failures"], logit_bound=cond["logit_bound"],
+                sigma_min_over_floor=min(cond["sigma_min"][: 2 * depth]) / cond["floor"],
+                explicit=checked["explicit"], shape=checked["shape"])
 
 
 def report(summary: dict) -> str:

@@ -380,11 +380,20 @@ def _safetensors():
     return safetensors
 
 
+def _open_safetensors(path: Path):
+    """``safe_open`` of one file; a damaged file (truncated, not safetensors) is a one-line CheckpointError."""
+    lib = _safetensors()
+    try:
+        return lib.safe_open(path, framework="np")
+    except lib.SafetensorError as err:
+        raise CheckpointError(f"{path} is damaged or not a safetensors file (truncated?): {err}") from None
+
+
 def tensor_headers(files: list[Path]) -> dict[str, tuple[Path, tuple[int, ...], str]]:
     """name -> (file, shape, safetensors dtype) of every tensor, read from the headers only."""
     headers = {}
     for path in files:
-        with _safetensors().safe_open(path, framework="np") as f:
+        with _open_safetensors(path) as f:
             for name in f.keys():
                 if name in headers:
                     raise CheckpointError(f"tensor {name} is in both {headers[name][0].name} and {path.name}")
@@ -526,8 +535,11 @@ def _safetensors_reader(headers: dict, stack: ExitStack) -> Callable[[str], np.n
     def read(name: str) -> np.ndarray:
         path = headers[name][0]
         if path not in handles:
-            handles[path] = stack.enter_context(_safetensors().safe_open(path, framework="np"))
-        return handles[path].get_tensor(name)
+            handles[path] = stack.enter_context(_open_safetensors(path))
+        try:
+            return handles[path].get_tensor(name)
+        except _safetensors().SafetensorError as err:
+            raise CheckpointError(f"{path}: tensor {name} cannot be read, the file is damaged: {err}") from None
 
     return read
 
@@ -580,7 +592,13 @@ def build_model(
     for name, targets in plan.items():
         tensor = read(name)
         for target, convert in targets:
-            arrays[target] = jnp.asarray(convert(tensor).astype(dtype, copy=False))
+            value = convert(tensor).astype(dtype, copy=False)
+            bad = ~np.isfinite(value)
+            if bad.any():  # a NaN or inf weight would make every offset NaN, silently
+                first = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise CheckpointError(f"{where}: tensor {name} holds {int(bad.sum())} non-finite values "
+                                      f"(the first, {value[first]}, at index {first})")
+            arrays[target] = jnp.asarray(value)
     state = nnx.from_flat_state([(path, var.replace(arrays[_dotted(path)])) for path, var in flat])
     return nnx.merge(graphdef, state)
 

@@ -16,6 +16,7 @@ criterion says otherwise; alpha is fitted on the window its fit reports (``t_ran
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -247,6 +248,28 @@ def _bound_holds(s):
     return _judged(text, None, holds, margins=margins)
 
 
+def _trained_bound(s):
+    rows = [r["bound"] for r in s["trained_vs_untrained"]["runs"]]
+    failures = [f for r in rows for f in r["failures"]]
+    applies = [r for r in rows if "error" not in r["explicit"]]
+    shapes = [e for r in rows for e in r["shape"]]
+    evidence = dict(logit_bound=[r["logit_bound"] for r in rows],
+                    sigma_min_over_sqrt_eps=[r["sigma_min_over_floor"] for r in rows],
+                    failures=failures, margins=[e["margin"] for r in applies for e in r["explicit"]],
+                    shape_intervals=[e.get("interval") for e in shapes])
+    if failures:
+        return _judged(f"a condition fails: {failures[0]}", None, False, **evidence)
+    if len(applies) < len(rows) or not shapes or any("error" in e for e in shapes):
+        return _unmeasured("the explicit bound or the shape test could not be computed on every trained model", **evidence)
+    margins = evidence["margins"]
+    holds, passes = all(e["holds"] for r in applies for e in r["explicit"]), sum(e["passes"] for e in shapes)
+    text = (f"largest logit B = {max(max(b) for b in evidence['logit_bound']):.3g}, smallest sigma_min = "
+            f"{min(evidence['sigma_min_over_sqrt_eps']):.3g} x sqrt(eps); explicit bound "
+            f"{'above every' if holds else 'below some'} "
+            f"offset (smallest margin {min(margins):.3g}); shape test {passes}/{len(shapes)} layers pass")
+    return _judged(text, None, holds and passes == len(shapes), **evidence)
+
+
 def _relay_logs(s):
     entries = [e for r in s["bound_check"]["rows"] for e in r["shape"]]
     if not entries or any("error" in e for e in entries):
@@ -330,11 +353,15 @@ def _bias_last_step(run: str, accept: Callable[[dict], bool]):
     return judge
 
 
+def _near_zero(fit: dict) -> bool:
+    ci = _interval(fit)
+    return ci is not None and (ci[0] <= 0 <= ci[1] or ci[1] < NEAR_ZERO)
+
+
 def _stopped(row: dict) -> bool:
     """The biased run's alpha is near 0 at this step and below the unbiased run's."""
-    ci, diff = _interval(row["bias"]), row["difference"].get("ci")
-    near_zero = ci is not None and (ci[0] <= 0 <= ci[1] or ci[1] < NEAR_ZERO)
-    return near_zero and diff is not None and diff[1] < 0
+    diff = row["difference"].get("ci")
+    return _near_zero(row["bias"]) and diff is not None and diff[1] < 0
 
 
 def _bias_stops(s):
@@ -356,15 +383,45 @@ def _bias_stops(s):
     return _judged(text, None, bool(stops), **evidence)
 
 
+def _dilution_fits(s, variant: str) -> list[tuple[int, int, dict]]:
+    """(depth, layer, fit) of one variant of the uniform-attention networks, every depth and layer."""
+    return [(r["depth"], k, f) for r in s["dilution"]["rows"] for k, f in enumerate(r[variant], start=1)]
+
+
+def _dilution_evidence(s) -> dict:
+    rows = s["dilution"]["rows"]
+    return dict(depths=[r["depth"] for r in rows], seeds=s["dilution"]["settings"]["seeds"],
+                **{name: [_alphas(r[name]) for r in rows] for name in ("uniform", "uniform_bias")},
+                **{f"{name}_interval": [[_interval(f) for f in r[name]] for r in rows] for name in ("uniform", "uniform_bias")},
+                difference_interval=[[d.get("ci") for d in r["difference"]] for r in rows],
+                relay_alpha=[r["relay"] for r in rows])
+
+
 def _sufficient(s):
-    fits = [f for row in s["untrained_alpha"]["rows"] for f in row["fits"]]
-    lows = [(_interval(f) or [f["alpha"]])[0] for f in fits if f.get("alpha") is not None]
-    if not lows:
-        return _unmeasured("no layer could be fitted")
-    relay_min = min(min(v for v in row["local_exponent"]) for row in s["relay_model"]["rows"])
-    text = f"untrained alpha lower bounds >= {min(lows):.2f} in every layer; relay-model local exponent >= {relay_min:.3f}"
-    return _judged(text, None, min(lows) > 0 and relay_min > 0 and len(lows) == len(fits), alpha_lower_bounds=lows,
-                   relay_local_exponent_min=relay_min)
+    fits, evidence = _dilution_fits(s, "uniform"), _dilution_evidence(s)
+    if any(_interval(f) is None for _, _, f in fits):
+        return _unmeasured("a layer of the uniform-attention networks could not be fitted with an interval", **evidence)
+    lowest = min(fits, key=lambda x: _interval(x[2])[0])
+    relay = [a for r in s["dilution"]["rows"] for a in r["relay"]]
+    text = (f"uniform attention, no bias: alpha {min(f['alpha'] for _, _, f in fits):.2f} to "
+            f"{max(f['alpha'] for _, _, f in fits):.2f} over {len(fits)} layers (depths {evidence['depths']}, "
+            f"seeds {evidence['seeds']}); lowest interval {_interval(lowest[2])} (depth {lowest[0]}, layer {lowest[1]}); "
+            f"relay model on the same windows {min(relay):.2f} to {max(relay):.2f}")
+    return _judged(text, None, _interval(lowest[2])[0] > 0, **evidence)
+
+
+def _necessary(s):
+    fits, evidence = _dilution_fits(s, "uniform_bias"), _dilution_evidence(s)
+    diffs = [(r["depth"], k, d) for r in s["dilution"]["rows"] for k, d in enumerate(r["difference"], start=1)]
+    if any(_interval(f) is None for _, _, f in fits) or any(d.get("ci") is None for _, _, d in diffs):
+        return _unmeasured("a layer of the biased networks, or its difference, could not be fitted with an interval",
+                           **evidence)
+    moving = [f"depth {depth} layer {k} {_interval(f)}" for depth, k, f in fits if not _near_zero(f)]
+    same = [f"depth {depth} layer {k} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" for depth, k, d in diffs if d["ci"][0] <= 0]
+    text = (f"uniform attention with the bias: alpha {min(f['alpha'] for _, _, f in fits):+.2f} to "
+            f"{max(f['alpha'] for _, _, f in fits):+.2f} over {len(fits)} layers; not near 0: {moving or 'none'}; "
+            f"difference without minus with the bias not above 0: {same or 'none'}")
+    return _judged(text, None, not moving and not same, **evidence)
 
 
 def _depth(s):
@@ -449,9 +506,14 @@ def _threshold(s):
         held = [r["gain_ratio"] for r in mine if r["reached"] == 1.0]
         ok &= any(g <= 1 for g in defeated) and guarantee in held
         parts.append(f"n {n}, d {d}: consensus defeated at {defeated or 'no gain'}, held at {held or 'no gain'} ||V||")
-    random_ok = all(r["reached"] == 1.0 for r in rows if r["gain_ratio"] >= guarantee)
-    text = (f"adversarial (Q, K, V): {'; '.join(parts)}; random draws: every draw from {tr['reached_all']} ||V||; "
-            f"theory: threshold 1 ||V||, eps guaranteed from {guarantee:g} ||V||")
+    grid = ct.get("grid", {}).get("rows", [])
+    random_ok = all(r["reached"] == 1.0 for r in rows if r["gain_ratio"] >= guarantee) and all(
+        reached == 1.0 for r in grid for g, reached in zip(r["gains"], r["reached"]) if g >= guarantee)
+    evidence["grid"] = [dict(n=r["n"], d=r["d"], beta=r["beta"], reached_all=r["reached_all"]) for r in grid]
+    every = sorted({r["reached_all"] for r in grid}, key=lambda g: math.inf if g is None else g)
+    text = (f"adversarial (Q, K, V): {'; '.join(parts)}; random draws: every draw from {tr['reached_all']} ||V||"
+            + (f", and over {len(grid)} (n, d, beta) from {every} ||V||" if grid else "")
+            + f"; theory: threshold 1 ||V||, eps guaranteed from {guarantee:g} ||V||")
     return _judged(text, None, ok and random_ok, **evidence)
 
 
@@ -518,6 +580,13 @@ CLAIMS = (
           "The explicit bound, with constants computed from the measured conditions, against the largest offset over "
           "pairs at every layer and t. Agree if the bound is at or above every measured offset, disagree if any offset "
           "exceeds it; not measured where the bound does not apply.", _bound_holds),
+    Claim("trained_bound", "The bound applies to and holds on a trained model (small byte-level model, inside its "
+          "training context)", "conditions hold; offset <= bound", ("trained_vs_untrained",),
+          "The small model after training, held-out text pairs cut to its training context (t <= C - P): the "
+          "conditions as above, the explicit bound from them against every offset, and the shape test (slope of "
+          "offset / relay shape on [T/16, T]). Agree if the conditions hold, the bound is at or above every offset and "
+          "every layer's slope interval reaches 0 or below; disagree if any of these fails; not measured if the bound "
+          "or the shape test cannot be computed.", _trained_bound),
     Claim("relay_only_logs", "Relay can only add logarithmic factors: offsets decay at least like the relay shape",
           "slope of offset / shape <= 0", ("bound_check",),
           "Per layer, the log-log slope of offset / relay-model offset over t in [T/16, T]. Agree if every layer's "
@@ -550,10 +619,19 @@ CLAIMS = (
           ("logit_bias",), "The model trained with the bias, at the last measured step, alpha on t in [32, C - P]. Agree "
           "if its interval lies entirely below 0, disagree otherwise.",
           _bias_last_step("bias", lambda f: _interval(f) is not None and _interval(f)[1] < 0)),
-    Claim("dilution_sufficient", "Dilution is sufficient: untrained networks and the solvable model forget",
-          "alpha > 0 without training", ("untrained_alpha", "relay_model"),
-          "Every layer of the small untrained models (interval's lower end) and the relay model's local exponent at "
-          "every t. Agree if all are above 0; disagree if any is at or below 0 or a layer cannot be fitted.", _sufficient),
+    Claim("dilution_sufficient", "Dilution is sufficient: networks whose attention only dilutes forget",
+          "alpha > 0 without training", ("dilution",),
+          "Small untrained networks with every query projection zeroed, so every attention logit is exactly 0 and "
+          "the prompt's share of attention is exactly P / (P + t): dilution is the only thing in attention that "
+          "changes with t. Alpha per layer on t in [32, T] at every depth, the interval over seeds, then pairs. "
+          "Agree if every layer's interval lies above 0; disagree if any reaches 0 or below; not measured if a layer "
+          "cannot be fitted. The relay model's alpha on the same windows is reported beside.", _sufficient),
+    Claim("dilution_necessary", "Dilution is necessary: cancelling it with the logit bias stops the forgetting",
+          "alpha ~ 0 with the bias", ("dilution",),
+          "The same networks (same parameters, seeds and pairs) with the dilution-cancelling bias gamma log(i / P) on "
+          "the prompt keys, which holds the prompt's share of attention near 1/2. Agree if in every layer the biased "
+          f"alpha's interval contains 0 or ends below {NEAR_ZERO} and the interval of alpha without minus with the "
+          "bias lies above 0; disagree if any layer fails either; not measured if a layer cannot be fitted.", _necessary),
     Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
           "(last layer, difference above 0 at each step in depth)", "alpha falls with depth L", ("depth_length_sweep",),
           "At every prompt length, the last layer's alpha of untrained models of neighbouring depths, shallower minus "
@@ -576,7 +654,9 @@ CLAIMS = (
     Claim("ff_threshold", "Consensus shows a threshold in the control gain (theory: gain > ||V|| suffices)",
           "threshold at gain ~ ||V||", ("control_threshold",),
           "Final diameter against the control gain r (units of ||V||), for random draws and for (Q, K, V) found by "
-          "gradient ascent on the diameter through the simulation, at every (n, d) searched. The theory: nothing is "
+          "gradient ascent on the diameter through the simulation, at every (n, d) searched, and random draws at several "
+          "(n, d, inverse temperature beta) on a coarser grid (||V|| needs no sweep: in these units the dynamics do not "
+          "depend on it). The theory: nothing is "
           "guaranteed at r <= 1, eps is guaranteed from r = 2 / eps. Agree if at every (n, d) the adversary defeats "
           "consensus at some r <= 1 and no draw, random or adversarial, misses eps at r = 2 / eps or above; disagree "
           "otherwise (a threshold below ||V||, or a failure where eps is guaranteed); not measured if those gains were "

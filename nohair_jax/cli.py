@@ -19,7 +19,7 @@ lengths, position encodings, logit bias; every seed and pair of a shape in one c
 sharded over all devices), saved cell by cell so that a rerun resumes where it stopped.
 
 ``nohair dynamics``: tokens as particles under self-attention with a feed-forward control
-(DESIGN.md section 5): simulate random ``(Q, K, V)`` draws at each control gain (in units of
+(docs/definitions.md, "Token dynamics"): simulate random ``(Q, K, V)`` draws at each control gain (in units of
 ``||V||``), print the fraction reaching consensus and where the transition sits against the
 theory's threshold, write ``summary.json``, ``series.npz``, ``measures.png`` and ``threshold.png``.
 """
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from nohair_jax.model import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
+from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
 
 
 def _positive_int(text: str) -> int:
@@ -80,7 +80,7 @@ def _add_model_args(p: argparse.ArgumentParser, *, title: str, position: str) ->
     g.add_argument("--norm-placement", choices=NORM_PLACEMENTS, default="pre")
     g.add_argument("--position", choices=POSITION_KINDS, default=position, help=f"position encoding (default {position})")
     g.add_argument("--logit-bias", type=float, default=None, metavar="GAMMA",
-                   help="add the dilution-cancelling prompt logit bias with strength GAMMA (DESIGN.md section 4)")
+                   help="add the dilution-cancelling prompt logit bias with strength GAMMA (docs/definitions.md)")
     g.add_argument("--seed", type=int, default=0, help="parameter initialisation seed (default 0)")
 
 

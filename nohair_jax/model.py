@@ -1,9 +1,10 @@
 """A GPT-style causal decoder in Flax NNX whose inside can be read.
 
-One file, top to bottom: config, norm, attention, MLP, block, transformer. The forward
-pass returns the residual stream ``h_0 .. h_L`` next to the logits and, on request, the
-quantities the no-hair bound is stated in (DESIGN.md section 3): the scale of every norm's
-input, the largest attention logit per layer and the attention the prompt receives.
+One file, top to bottom: norm, embedding, RoPE, attention, MLP, block, transformer (the config,
+``TransformerConfig``, is ``nohair_jax.config``). The forward pass returns the residual stream
+``h_0 .. h_L`` next to the logits and, on request, the quantities the no-hair bound is stated in
+(docs/definitions.md, "The bound and the relay recursion"): the scale of every norm's input, the
+largest attention logit per layer and the attention the prompt receives.
 Nothing is stored on the modules: intermediates are return values, so a call is a pure
 function of (parameters, tokens) and jits as one program.
 
@@ -16,158 +17,21 @@ swiglu only), ``final_norm.{scale, bias}``, ``lm_head.kernel [D, V]`` (untied on
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from nohair_jax.attention import DEFAULT_BLOCK, blockwise_attention, plain_attention, position_dtype, use_blockwise
-
-MLP_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
-NORM_KINDS = ("layernorm", "rmsnorm")
-NORM_PLACEMENTS = ("pre", "post")
-POSITION_KINDS = ("learned", "sinusoidal", "rope", "none")
-ROPE_SCALING_KINDS = ("linear", "llama3")
-
-
-@dataclasses.dataclass(frozen=True)
-class PromptLogitBias:
-    """The dilution-cancelling logit bias (DESIGN.md section 4).
-
-    A query at absolute position ``i > prompt_len`` (1-based) gets ``gamma * log(i / prompt_len)``
-    added to its attention logits on the prompt keys ``j <= prompt_len``. With uniform logits
-    the prompt's share of attention becomes ``i / (2i - P)`` at ``gamma = 1``, which tends to 1/2
-    instead of 0.
-    """
-
-    prompt_len: int
-    gamma: float = 1.0
-
-    def __post_init__(self):
-        if not (isinstance(self.prompt_len, int) and not isinstance(self.prompt_len, bool) and self.prompt_len >= 1):
-            raise ValueError(f"PromptLogitBias.prompt_len must be an int >= 1, got {self.prompt_len!r}")
-        if not math.isfinite(self.gamma):
-            raise ValueError(f"PromptLogitBias.gamma must be finite, got {self.gamma!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class RopeScaling:
-    """RoPE frequency scaling, as Hugging Face's ``rope_scaling`` (``rope_parameters``) types.
-
-    ``linear``: every inverse frequency divided by ``factor`` (position interpolation).
-    ``llama3``: Llama 3.1's rule on wavelengths ``2 pi / inv_freq``: those shorter than
-    ``original_max_len / high_freq_factor`` are kept, those longer than
-    ``original_max_len / low_freq_factor`` are divided by ``factor``, and in between the inverse
-    frequency is interpolated linearly in ``original_max_len / wavelength``.
-    """
-
-    kind: str
-    factor: float
-    low_freq_factor: float = 1.0  # llama3 only
-    high_freq_factor: float = 4.0  # llama3 only
-    original_max_len: int = 8192  # llama3 only: the context the model was pretrained at
-
-    def __post_init__(self):
-        if self.kind not in ROPE_SCALING_KINDS:
-            raise ValueError(f"RopeScaling.kind={self.kind!r} is not one of {ROPE_SCALING_KINDS}")
-        for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_len"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
-                raise ValueError(f"RopeScaling.{name} must be a finite number > 0, got {value!r}")
-        if self.kind == "llama3" and not self.high_freq_factor > self.low_freq_factor:
-            raise ValueError(
-                f"RopeScaling needs high_freq_factor > low_freq_factor, got {self.high_freq_factor} "
-                f"and {self.low_freq_factor}"
-            )
-
-
-@dataclasses.dataclass(frozen=True)
-class TransformerConfig:
-    """Architecture of a causal decoder; expresses GPT-2 and Llama-family models.
-
-    GPT-2: ``mlp="gelu_tanh", norm="layernorm", position="learned", bias=True, tied_embeddings=True``.
-    Llama: ``mlp="swiglu", norm="rmsnorm", position="rope", bias=False, n_kv_heads < n_heads``.
-    """
-
-    vocab_size: int = 256
-    d_model: int = 128
-    n_heads: int = 4
-    n_kv_heads: int | None = None  # None: as many as n_heads (no grouped-query attention)
-    n_layers: int = 4
-    d_mlp: int | None = None  # None: 4 * d_model
-    mlp: str = "gelu"
-    norm: str = "layernorm"
-    norm_placement: str = "pre"
-    norm_eps: float = 1e-5
-    final_norm: bool = True
-    position: str = "learned"
-    rope_theta: float = 10000.0
-    rope_scaling: RopeScaling | None = None  # None: plain RoPE
-    max_len: int = 1024
-    tied_embeddings: bool = True
-    bias: bool = True  # biases of the linear layers and of LayerNorm
-    qkv_bias: bool | None = None  # None: same as `bias` (Qwen2 has bias=False, qkv_bias=True)
-    dtype: str = "float32"  # parameter dtype; the forward computes in the parameters' dtype
-    init_std: float = 0.02
-    prompt_logit_bias: PromptLogitBias | None = None
-
-    def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_layers", "d_mlp", "max_len"):
-            value = getattr(self, name)
-            if value is None and name in ("n_kv_heads", "d_mlp"):
-                continue
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-                raise ValueError(f"TransformerConfig.{name} must be an int >= 1, got {value!r}")
-        for name in ("norm_eps", "rope_theta", "init_std"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"TransformerConfig.{name} must be a finite number > 0, got {value!r}")
-        for name, value, allowed in (
-            ("mlp", self.mlp, MLP_KINDS),
-            ("norm", self.norm, NORM_KINDS),
-            ("norm_placement", self.norm_placement, NORM_PLACEMENTS),
-            ("position", self.position, POSITION_KINDS),
-            ("dtype", self.dtype, ("float32", "float64", "bfloat16", "float16")),
-        ):
-            if value not in allowed:
-                raise ValueError(f"TransformerConfig.{name}={value!r} is not one of {allowed}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.n_heads % self.kv_heads:
-            raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.kv_heads}")
-        if self.position == "rope" and self.head_dim % 2:
-            raise ValueError(f"rope needs an even head dimension, got {self.head_dim}")
-        if isinstance(self.prompt_logit_bias, dict):  # from JSON
-            object.__setattr__(self, "prompt_logit_bias", PromptLogitBias(**self.prompt_logit_bias))
-        if isinstance(self.rope_scaling, dict):  # from JSON
-            object.__setattr__(self, "rope_scaling", RopeScaling(**self.rope_scaling))
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-    @property
-    def mlp_width(self) -> int:
-        return 4 * self.d_model if self.d_mlp is None else self.d_mlp
-
-    @property
-    def n_norms(self) -> int:
-        """Norms in forward order: (attention, MLP) per block, then the final norm if any."""
-        return 2 * self.n_layers + int(self.final_norm)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
+from nohair_jax.config import (  # noqa: F401  re-exported: the config is read as nohair_jax.model.TransformerConfig too
+    MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, ROPE_SCALING_KINDS, PromptLogitBias, RopeScaling,
+    TransformerConfig,
+)
 
 class Diagnostics(NamedTuple):
-    """What the bound needs from inside the forward pass (DESIGN.md section 3).
+    """What the bound needs from inside the forward pass (docs/definitions.md, "The bound and the relay recursion").
 
     norm_scale:       [n_norms, B, T] the standard deviation (layernorm) or root mean square
                       (rmsnorm) of each norm's input, eps excluded; its minimum is ``sigma_min``.
@@ -424,26 +288,28 @@ class Transformer(nnx.Module):
         Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets``
         checks them on the host.
         """
-        x, rope = self.embed_tokens(tokens)
-        hidden, scales, block_stats = [x], [], []
-        for layer, block in enumerate(self.blocks):
-            kv_stream = None if kv_streams is None else kv_streams[layer]
-            x, scale, stats = block(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=kv_stream)
-            hidden.append(x)
-            scales.append(scale)
-            block_stats.append(stats)
+        x0, rope = self.embed_tokens(tokens)
+        block_def = nnx.graphdef(self.blocks[0])
 
-        y = x
+        def step(x, inputs):
+            state, kv_stream = inputs
+            x, scale, stats = nnx.merge(block_def, state)(
+                x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=kv_stream)
+            return x, (x, scale, stats)
+
+        # The blocks run as one scanned step over their stacked parameters: one block is traced and
+        # compiled whatever the depth (30 unrolled layers took about 25 s to compile on a CPU).
+        stacked = jax.tree.map(lambda *layers: jnp.stack(layers), *(nnx.state(b) for b in self.blocks))
+        x, (hidden, scales, stats) = jax.lax.scan(step, x0, (stacked, kv_streams))
+
+        y, scales = x, scales.reshape(-1, *scales.shape[2:])  # [L, 2, B, T] -> [2L, B, T]
         if self.final_norm is not None:
             y, final_scale = self.final_norm(x)
-            scales.append(final_scale[None])
+            scales = jnp.concatenate([scales, final_scale[None]])
         logits = self.embed.attend(y) if self.lm_head is None else self.lm_head(y)
 
         diag = None
         if diagnostics:
-            diag = Diagnostics(
-                norm_scale=jnp.concatenate(scales, axis=0),
-                max_abs_logit=jnp.stack([s[0] for s in block_stats]),
-                prompt_attention=None if prompt_len is None else jnp.stack([s[1] for s in block_stats]),
-            )
-        return ForwardOutput(logits=logits, hidden=jnp.stack(hidden), diagnostics=diag)
+            diag = Diagnostics(norm_scale=scales, max_abs_logit=stats[0],
+                               prompt_attention=None if prompt_len is None else stats[1])
+        return ForwardOutput(logits=logits, hidden=jnp.concatenate([x0[None], hidden]), diagnostics=diag)

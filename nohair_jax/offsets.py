@@ -1,4 +1,4 @@
-"""Prompt-pair offsets: how far two prompts keep a shared continuation apart (DESIGN.md section 1).
+"""Prompt-pair offsets: how far two prompts keep a shared continuation apart (docs/definitions.md, "Offsets").
 
 Two prompts ``a``, ``b`` and one continuation ``c`` of length ``T``; the model runs on ``a+c`` and
 ``b+c`` and the offset at continuation position ``t = 1..T`` (index ``P + t - 1``) is
@@ -25,6 +25,7 @@ import dataclasses
 import functools
 from contextlib import ExitStack
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -71,6 +72,7 @@ def next_token_kl(logits_a: jax.Array, logits_b: jax.Array) -> jax.Array:
     V = 4096 on a CPU, and as accurate in absolute terms (float32 rounding of order 1e-7 times the
     logits' magnitude either way). Identical logits give exactly 0.
     """
+    chex.assert_equal_shape([logits_a, logits_b])
     top_a = logits_a.max(-1, keepdims=True)
     top_b = logits_b.max(-1, keepdims=True)
     e_a = jnp.exp(logits_a - top_a)
@@ -84,17 +86,26 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
 
     Pa and Pb may differ only for models without absolute positions (checked by the caller).
     """
+    chex.assert_rank([prompts_a, prompts_b, continuations], 2)
+    chex.assert_type([prompts_a, prompts_b, continuations], int)
+    chex.assert_equal_shape_prefix([prompts_a, prompts_b, continuations], 1)
     tokens_a = jnp.concatenate([prompts_a, continuations], axis=1)
     tokens_b = jnp.concatenate([prompts_b, continuations], axis=1)
-    length = continuations.shape[1]
-    # Two forward passes of one shape each, so identical prompts run through identical code.
-    out_a, out_b = model(tokens_a), model(tokens_b)
-    h_a = out_a.hidden[:, :, -length:]  # [L+1, n, T, D]
-    h_b = out_b.hidden[:, :, -length:]
+    length, n = continuations.shape[1], continuations.shape[0]
+    if tokens_a.shape == tokens_b.shape:
+        # Both runs in one batch (about 15 % faster on a CPU than two calls); rows of one batch run
+        # through identical code, so identical prompts still give exactly zero.
+        out = model(jnp.concatenate([tokens_a, tokens_b]))
+        hidden, logits = out.hidden[:, :, -length:], out.logits[:, -length:]
+        (h_a, h_b), (z_a, z_b) = (hidden[:, :n], hidden[:, n:]), (logits[:n], logits[n:])
+    else:
+        out_a, out_b = model(tokens_a), model(tokens_b)
+        h_a, h_b = out_a.hidden[:, :, -length:], out_b.hidden[:, :, -length:]  # [L+1, n, T, D]
+        z_a, z_b = out_a.logits[:, -length:], out_b.logits[:, -length:]
     l2 = jnp.linalg.norm(h_a - h_b, axis=-1)
     norm = 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
     relative = jnp.where(l2 > 0, l2 / jnp.where(norm > 0, norm, 1), 0.0)
-    kl = next_token_kl(out_a.logits[:, -length:], out_b.logits[:, -length:])
+    kl = next_token_kl(z_a, z_b)
     to_pairs = lambda x: jnp.moveaxis(x, 0, 1)  # [L+1, n, T] -> [n, L+1, T]
     return to_pairs(l2), to_pairs(relative), to_pairs(norm), kl
 
@@ -173,10 +184,28 @@ def prompt_pair_offsets(
       ``Offsets`` with numpy arrays l2, relative, norm [n_pairs, L+1, T] and kl [n_pairs, T].
     """
     a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
+    check_finite_parameters(model)
     l2, relative, norm, kl = map_pairs(
         pair_offsets, model, a, b, c, pairs_per_call=pairs_per_call, float64=float64, progress=progress
     )
+    for name, x in (("l2 offset", l2), ("next-token KL", kl)):
+        bad = ~np.isfinite(x)
+        if bad.any():  # activations overflowed: say where before anything is saved or fitted
+            pair, *layer, t = (int(i) for i in np.argwhere(bad)[0])
+            where = f"layer {layer[0]}, " if layer else ""
+            raise ValueError(f"non-finite {name} at pair {pair}, {where}t = {t + 1}: the activations overflowed")
     return Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1])
+
+
+def check_finite_parameters(model: Transformer) -> None:
+    """ValueError naming the first parameter that holds a NaN or an infinity (every offset would be NaN).
+
+    About 0.2 s for a 135M-parameter model on a CPU (a pass over the weights)."""
+    for path, var in nnx.to_flat_state(nnx.state(model)):
+        value = var.get_value()
+        if not bool(jnp.isfinite(value).all()):
+            name = ".".join(str(k) for k in path)
+            raise ValueError(f"parameter {name} holds {int((~jnp.isfinite(value)).sum())} non-finite values")
 
 
 def map_pairs(

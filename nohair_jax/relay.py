@@ -1,4 +1,4 @@
-"""The linear relay model: the offset recursion of DESIGN.md section 3, solved.
+"""The linear relay model: the offset recursion of docs/definitions.md, "The bound and the relay recursion", solved.
 
 Positions are 1-based. The prompt occupies absolute positions ``1..P`` and continuation
 position ``t = 1..T`` sits at absolute position ``n = P + t``. ``delta_l(t)`` is the offset

@@ -1,6 +1,6 @@
 """Token dynamics in bulk: many random particle systems at once, and a transformer's tokens by layer.
 
-DESIGN.md section 5; the system, its controls and its measures are ``nohair_jax.dynamics``.
+docs/definitions.md, "Token dynamics"; the system, its controls and its measures are ``nohair_jax.dynamics``.
 
 **Ensembles.** ``random_systems`` draws ``(x0, Q, K, V)``; ``simulate_systems`` integrates every
 draw at one control gain in one compiled program (jit; ``lax.map`` over batches of vmapped
@@ -97,13 +97,14 @@ def check_settings(*, draws: int, n: int, d: int, heads: int, steps: int, dt: fl
             raise ValueError(f"gain * dt = {gain * dt:g} is beyond RK4's stable range ({RK4_STABLE}); lower dt")
 
 
-def random_systems(seed: int, draws: int, n: int, d: int, *, heads: int = 1) -> Systems:
-    """``x0`` uniform on the sphere ``S^(d-1)``; every entry of ``Q, K, V`` iid ``N(0, 1)``."""
+def random_systems(seed: int, draws: int, n: int, d: int, *, heads: int = 1, beta: float = 1.0) -> Systems:
+    """``x0`` uniform on the sphere ``S^(d-1)``; every entry of ``Q, K, V`` iid ``N(0, 1)``, then ``Q``
+    times ``beta``: the attention's inverse temperature (the logits ``<Q x_i, K x_j>`` scale with it)."""
     kx, kq, kk, kv = jax.random.split(jax.random.PRNGKey(seed), 4)
     x0 = jax.random.normal(kx, (draws, n, d))
     shape = (draws, d, d) if heads == 1 else (draws, heads, d, d)
-    return Systems(x0 / jnp.linalg.norm(x0, axis=-1, keepdims=True),
-                   *(jax.random.normal(k, shape) for k in (kq, kk, kv)))
+    q, k, v = (jax.random.normal(key, shape) for key in (kq, kk, kv))
+    return Systems(x0 / jnp.linalg.norm(x0, axis=-1, keepdims=True), beta * q, k, v)
 
 
 def cluster_goals(n: int, d: int, k: int) -> jax.Array:

@@ -11,7 +11,7 @@ from flax import nnx
 import nohair_jax as nh
 from nohair_jax.attention import BLOCKWISE_FROM, blockwise_attention, plain_attention, use_blockwise
 from nohair_jax.model import PromptLogitBias, TransformerConfig
-from test_model import Params, build, random_params, random_tokens, ref_forward
+from reference_forward import Params, build, random_params, random_tokens, ref_forward
 
 
 @pytest.fixture(autouse=True)

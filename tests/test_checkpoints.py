@@ -281,6 +281,38 @@ def test_every_tensor_problem_in_one_error(saved, tmp_path):
     assert "shape mismatches (1): transformer.wpe.weight [63, 24] gives pos_embed.embedding [63, 24], expected [64, 24]" in message
 
 
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_damaged_weights_file_is_named_in_one_line(saved, tmp_path, damage):
+    folder = tmp_path / damage
+    shutil.copytree(saved("gpt2")[1], folder)
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"not a checkpoint" * 4)
+    message = _error(folder)
+    assert f"{weights} is damaged or not a safetensors file" in message and "\n" not in message
+
+
+def test_cli_on_a_damaged_checkpoint_says_so_in_one_line_and_writes_nothing(saved, tmp_path, capsys):
+    folder = tmp_path / "damaged"
+    shutil.copytree(saved("gpt2")[1], folder)
+    (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:1000])
+    out = tmp_path / "run"
+    assert main(["offsets", "--checkpoint", str(folder), "--length", "16", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nohair offsets: error: ") and "damaged" in err and "\n" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_non_finite_weights_are_refused_by_name(saved, tmp_path):
+    folder = tmp_path / "nan"
+    shutil.copytree(saved("gpt2")[1], folder)
+    tensors = load_file(folder / "model.safetensors")
+    tensors["transformer.h.1.mlp.c_fc.weight"][2, 5] = np.inf
+    save_file(tensors, folder / "model.safetensors")
+    message = _error(folder)
+    assert "tensor transformer.h.1.mlp.c_fc.weight holds 1 non-finite values (the first, inf," in message
+
+
 def test_lengths_beyond_positions_or_sliding_window(saved, tmp_path):
     assert "65 tokens asked, but" in _error(saved("gpt2")[1], seq_len=65)
     assert "at most 64: its learned position table" in _error(saved("gpt2")[1], seq_len=65)

@@ -45,18 +45,20 @@ def untrained_alpha(*alphas, r2=0.99, gaps=None):
     return dict(rows=[dict(depth=4, fits=fits, decay_laws=laws)])
 
 
-def trained_vs_untrained(trained, untrained):
+def trained_vs_untrained(trained, untrained, **bound):
+    row = bound_check(**bound)["bound_check"]["rows"][0]
     inside = dict(window=(32, 240))  # the fits the judges read: inside the 256-token context
     return {"trained_vs_untrained": dict(settings=dict(steps=300, context=256), runs=[dict(
         trained=[fit(0.3) for _ in trained], untrained=[fit(0.9) for _ in untrained],  # beyond it: not judged
         trained_in_context=[fit(a, **inside) for a in trained], untrained_in_context=[fit(a, **inside) for a in untrained],
-        trained_minus_untrained_in_context=[difference(a - b) for a, b in zip(trained, untrained)])])}
+        trained_minus_untrained_in_context=[difference(a - b) for a, b in zip(trained, untrained)], bound=row)])}
 
 
-def bound_check(*, failures=(), holds=True, slope=-0.01, interval=(-0.02, 0.01)):
+def bound_check(*, failures=(), holds=True, slope=-0.01, interval=(-0.02, 0.01), explicit_error=False):
+    explicit = [dict(margin=50.0, holds=True), dict(margin=2.0 if holds else 0.5, holds=holds)]
     return {"bound_check": dict(rows=[dict(
         depth=2, failures=list(failures), logit_bound=[0.3, 0.2], sigma_min_over_floor=7.0,
-        explicit=[dict(margin=50.0, holds=True), dict(margin=2.0 if holds else 0.5, holds=holds)],
+        explicit={"error": "infinite coefficients"} if explicit_error else explicit,
         shape=[dict(layer=1, slope=-0.2, interval=[-0.3, -0.1], passes=True),
                dict(layer=2, slope=slope, interval=list(interval), passes=interval[0] <= 0)])])}
 
@@ -76,6 +78,16 @@ def untrained_vs_relay(network, relay=(0.01, 0.8)):
     return {"untrained_vs_relay": dict(layers=[dict(layer=2, network=list(network), relay=list(relay))])}
 
 
+def dilution(uniform, biased):
+    """One depth of the uniform-attention part: alphas per layer without and with the bias (None: no fit)."""
+    as_fit = lambda a: fit(a, half_width=0.02) if a is not None else {"error": "floor"}  # noqa: E731
+    diffs = [difference(a - b, 0.02) if a is not None and b is not None else {"error": "floor"}
+             for a, b in zip(uniform, biased)]
+    return {"dilution": dict(settings=dict(seeds=[0, 1]), rows=[dict(
+        depth=len(uniform), uniform=[as_fit(a) for a in uniform], uniform_bias=[as_fit(a) for a in biased],
+        difference=diffs, relay=[0.9, 0.65])])}
+
+
 def sweep(alphas_by_depth):
     depths = sorted(alphas_by_depth)
     rows = [dict(depth=d, prompt_len=16, alpha=alphas_by_depth[d], relay=alphas_by_depth[d]) for d in depths]
@@ -90,12 +102,16 @@ def consensus(reached_controlled, clusters=1, heads=1):
     return {"consensus": dict(settings=dict(eps=0.1), rows=rows)}
 
 
-def control_threshold(adversarial_reached, high=1.0, reached_all=1.0):
-    """Random draws at gains 0 and 100; the adversary's fraction reaching eps at each gain (n 16, d 3)."""
+def control_threshold(adversarial_reached, high=1.0, reached_all=1.0, grid_at_20=1.0):
+    """Random draws at gains 0 and 100; the adversary's fraction reaching eps at each gain (n 16, d 3);
+    the (n, d, beta) grid of random draws at gains 1 and 20 (``grid_at_20``: the fraction reaching eps there)."""
     adv = [dict(n=16, d=3, gain_ratio=g, reached=r, worst=0.05 if r == 1 else 1.5) for g, r in adversarial_reached.items()]
+    grid = [dict(n=8, d=3, beta=beta, gains=[1.0, 20.0], reached=[0.9, grid_at_20], reached_all=20.0 if grid_at_20 == 1 else None)
+            for beta in (0.1, 10.0)]
     return {"control_threshold": dict(
         settings=dict(eps=0.1), rows=[dict(gain_ratio=0.0, reached=0.34), dict(gain_ratio=100.0, reached=high)],
-        transition=dict(median_below_eps=0.1, reached_all=reached_all, theory_threshold=1.0), adversarial=dict(rows=adv))}
+        transition=dict(median_below_eps=0.1, reached_all=reached_all, theory_threshold=1.0), adversarial=dict(rows=adv),
+        grid=dict(rows=grid))}
 
 
 DEFEATED_AT_1 = {0.5: 0.0, 1.0: 0.5, 2.0: 1.0, 20.0: 1.0}
@@ -138,6 +154,9 @@ CASES = {
                        "disagree": trained_vs_untrained([0.8, 0.41], [0.5, 0.43])},  # layer 2: -0.02, reaching 0
     "bound_conditions": {"agree": bound_check(), "disagree": bound_check(failures=["layer 2 attention norm: below"])},
     "bound_holds": {"agree": bound_check(), "disagree": bound_check(holds=False)},
+    "trained_bound": {"agree": trained_vs_untrained([0.6], [0.3]),
+                      "disagree": trained_vs_untrained([0.6], [0.3], slope=0.2, interval=(0.1, 0.3)),
+                      NOT_MEASURED: trained_vs_untrained([0.6], [0.3], explicit_error=True)},
     "relay_only_logs": {"agree": bound_check(), "disagree": bound_check(slope=0.2, interval=(0.1, 0.3))},
     # P / (P + t) with P = 16 on t in [32, 1024] has alpha 0.91.
     "direct_is_dilution": {"agree": direct_vs_relay(0.91, 0.88), "disagree": direct_vs_relay(0.91, 0.6)},
@@ -152,8 +171,11 @@ CASES = {
     "bias_reverses": {"agree": biased([0.6] * 4, [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
                       "disagree": biased([0.6] * 4, [0.6, 0.0, -0.1, 0.0], [EQUAL, BELOW, BELOW, BELOW]),
                       NOT_MEASURED: biased([0.6] * 4, [0.6, 0.0, -0.1, None], [EQUAL, BELOW, BELOW, None])},
-    "dilution_sufficient": {"agree": {**relay_model([0.1, 0.3, 0.45]), "untrained_alpha": untrained_alpha(0.9, 0.6)},
-                            "disagree": {**relay_model([0.1, 0.3, 0.45]), "untrained_alpha": untrained_alpha(0.9, 0.03)}},
+    "dilution_sufficient": {"agree": dilution([0.9, 0.6], [0.04, 0.04]), "disagree": dilution([0.9, 0.01], [0.04, 0.04]),
+                            NOT_MEASURED: dilution([0.9, None], [0.04, 0.04])},
+    "dilution_necessary": {"agree": dilution([0.9, 0.6], [0.04, -0.02]),
+                           "disagree": dilution([0.9, 0.6], [0.04, 0.3]),  # the bias does not stop layer 2
+                           NOT_MEASURED: dilution([0.9, 0.6], [0.04, None])},
     "deeper_remembers_longer": {"agree": sweep({1: 0.9, 2: 0.7, 4: 0.6}), "disagree": sweep({1: 0.9, 2: 0.7, 4: 0.68}),
                                 NOT_MEASURED: sweep({1: 0.9})},
     "ff_consensus": {"agree": {**consensus(1.0), **control_threshold(DEFEATED_AT_1)},
@@ -184,6 +206,11 @@ def test_every_claim_reaches_both_verdicts_and_states_its_criterion():
     for claim in CLAIMS:
         assert {"agree", "disagree"} <= set(CASES[claim.id]), claim.id
         assert len(claim.criterion) > 60 and "gree" in claim.criterion, claim.id  # names what agrees / disagrees
+
+
+def test_threshold_disagrees_when_a_random_draw_of_the_grid_misses_eps_where_it_is_guaranteed():
+    judged = _judge("ff_threshold")(control_threshold(DEFEATED_AT_1, grid_at_20=0.97))
+    assert judged.verdict == "disagree", judged.measured
 
 
 def test_claims_table_carries_criterion_and_evidence():

@@ -71,3 +71,24 @@ def test_out_that_is_a_file_and_unwritable_paths_are_one_line_errors(tmp_path, c
     assert main([*args, "--out", str(target / "below")]) == 2  # a folder under a file
     err = capsys.readouterr().err.strip()
     assert err == f"nohair offsets: error: --out {str(target / 'below')!r} cannot be a folder: {str(target)!r} is a file"
+
+
+@pytest.mark.parametrize("code, heavy", [
+    ("import nohair_jax.cli as c; c.build_parser().format_help()", ("jax", "flax", "optax", "orbax", "sympy", "matplotlib")),
+    ("import nohair_jax as nh; nh.relay.offsets", ("flax", "optax", "orbax", "sympy", "matplotlib")),
+])
+def test_help_and_the_relay_model_load_no_heavy_library(code, heavy):
+    """``nohair --help`` and ``nh.relay`` import only what they use (the package's names load lazily)."""
+    import subprocess
+    import sys
+
+    probe = f"import sys; {code}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", loaded
+
+
+def test_every_public_name_resolves():
+    missing = [name for name in nh.__all__ if getattr(nh, name, None) is None]
+    assert not missing
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        nh.not_a_name

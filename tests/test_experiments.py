@@ -5,6 +5,7 @@ which checks each part's summary and figures; the numbers of a smoke run mean no
 models, a few pairs). An experiment outside ``reproduce`` would go unrun, so there is none.
 """
 
+import inspect
 from pathlib import Path
 
 from nohair_jax import reproduce
@@ -20,4 +21,21 @@ def test_every_experiment_has_the_interface_reproduce_calls():
     for name in reproduce.PART_NAMES:
         module = reproduce._experiment(name)
         assert set(module.PROFILES) >= {"smoke", "quick", "full"}, name
-        assert {"profile", "out", "settings"} <= set(module.run.__code__.co_varnames), name
+        assert {"profile", "out", "settings"} <= set(inspect.signature(module.run).parameters), name
+
+
+def test_uniform_attention_gives_the_prompt_exactly_its_diluted_share_and_the_bias_cancels_it():
+    """experiments/dilution.py: zeroed queries make every logit 0, so the prompt's share of attention at
+    continuation position t is P / (P + t); with the bias (gamma 1) it is (P + t) / (P + 2t) (closed forms)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from nohair_jax.experiments.dilution import _model
+
+    p = dict(prompt_len=4, length=28, d_model=32)
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 256, (1, 32)))
+    t = np.arange(1, 29)
+    for gamma, share in ((None, 4 / (4 + t)), (1.0, (4 + t) / (4 + 2 * t))):
+        out = _model(2, 0, gamma, p)(tokens, diagnostics=True, prompt_len=4)
+        got = np.asarray(out.diagnostics.prompt_attention)[:, 0, :, 4:]  # [L, H, T] at the continuation
+        np.testing.assert_allclose(got, np.broadcast_to(share, got.shape), rtol=1e-6)

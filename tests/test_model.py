@@ -1,10 +1,7 @@
 """Tests of ``nohair_jax.model`` against a second, independent implementation.
 
-``ref_forward`` below is a plain numpy float64 forward pass written from the documented
-semantics (module docstring of ``nohair_jax/model.py``, DESIGN.md sections 1 and 4). It
-reads the parameters of a ``Transformer`` by name from ``nnx.to_pure_dict`` and re-derives
-every convention itself (positions, rope, the prompt logit bias, grouped-query heads,
-norms, activations); nothing but the classes under test is imported from the model.
+``ref_forward`` (tests/reference_forward.py) is a plain numpy float64 forward pass written from
+the documented semantics; it shares no code with the model.
 
 The model is compared with it in float64 (``jax.enable_x64``) at ~1e-10 relative and in
 float32 at a float32 tolerance, on hidden states, logits and diagnostics.
@@ -23,281 +20,10 @@ import pytest
 from flax import nnx
 
 from nohair_jax.model import PromptLogitBias, Transformer, TransformerConfig
-
-# --------------------------------------------------------------------------------------
-# Parameter access
-# --------------------------------------------------------------------------------------
-
-
-def _leaves(tree, prefix=()):
-    """Flatten a nested pure dict into {path tuple (str keys): array}."""
-    out = {}
-    for key, value in tree.items():
-        path = prefix + (str(key),)
-        if isinstance(value, dict):
-            out.update(_leaves(value, path))
-        else:
-            out[path] = value
-    return out
-
-
-def _unflatten(flat):
-    tree = {}
-    for path, value in flat.items():
-        node = tree
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = value
-    return tree
-
-
-class Params:
-    """Read-only parameter access by dotted name, recording what was read.
-
-    ``p("blocks.0.attn.q.kernel")`` returns a float64 numpy array; ``p.get(name)`` returns
-    None for an absent parameter (e.g. a bias the config turns off).
-    """
-
-    def __init__(self, pure_dict):
-        self._flat = {".".join(path): np.asarray(v, dtype=np.float64) for path, v in _leaves(pure_dict).items()}
-        self.used: set[str] = set()
-
-    def __call__(self, name):
-        value = self._flat[name]  # KeyError: the documented layout is not there
-        self.used.add(name)
-        return value
-
-    def get(self, name):
-        return self(name) if name in self._flat else None
-
-    @property
-    def names(self):
-        return set(self._flat)
-
-
-# --------------------------------------------------------------------------------------
-# The numpy float64 reference
-# --------------------------------------------------------------------------------------
-
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def ref_gelu(x):
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-
-
-def ref_gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def ref_silu(x):
-    return x / (1.0 + np.exp(-x))
-
-
-def ref_linear(p, name, x):
-    y = x @ p(f"{name}.kernel")  # kernels are stored (in, out)
-    bias = p.get(f"{name}.bias")
-    return y if bias is None else y + bias
-
-
-def ref_norm(cfg, p, name, x):
-    """Returns (normalised x, scale of the input): std (layernorm) or rms (rmsnorm), no eps."""
-    if cfg.norm == "layernorm":
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1)
-        y = (x - mean) / np.sqrt(var + cfg.norm_eps)[..., None]
-        scale = np.sqrt(var)
-    else:
-        ms = (x**2).mean(-1)
-        y = x / np.sqrt(ms + cfg.norm_eps)[..., None]
-        scale = np.sqrt(ms)
-    y = y * p(f"{name}.scale")
-    bias = p.get(f"{name}.bias")
-    if bias is not None:
-        y = y + bias
-    return y, scale
-
-
-def ref_sinusoidal(length, d_model):
-    """Vaswani et al.: pe[pos, 2i] = sin(pos / 10000^(2i/D)), pe[pos, 2i+1] = cos(same)."""
-    table = np.zeros((length, d_model))
-    for pos in range(length):
-        for feature in range(d_model):
-            i = feature // 2
-            angle = pos / 10000.0 ** (2 * i / d_model)
-            table[pos, feature] = math.sin(angle) if feature % 2 == 0 else math.cos(angle)
-    return table
-
-
-def ref_rope(x, theta):
-    """x [T, hd] at positions 0..T-1, Llama / Hugging Face half-split convention."""
-    length, hd = x.shape
-    half = hd // 2
-    inv_freq = np.array([theta ** (-2.0 * i / hd) for i in range(half)])
-    angles = np.arange(length, dtype=np.float64)[:, None] * inv_freq[None, :]
-    angles = np.concatenate([angles, angles], axis=-1)  # [f, f]
-    rotate_half = np.concatenate([-x[:, half:], x[:, :half]], axis=-1)  # [-x2, x1]
-    return x * np.cos(angles) + rotate_half * np.sin(angles)
-
-
-def ref_attention(cfg, p, name, x, prompt_len):
-    """x [B, T, D] -> (out [B, T, D], max |logit| [B], prompt attention [B, H, T] or None)."""
-    batch, length, _ = x.shape
-    n_heads, hd = cfg.n_heads, cfg.d_model // cfg.n_heads
-    kv_heads = n_heads if cfg.n_kv_heads is None else cfg.n_kv_heads
-    group = n_heads // kv_heads
-    q = ref_linear(p, f"{name}.q", x).reshape(batch, length, n_heads, hd)
-    k = ref_linear(p, f"{name}.k", x).reshape(batch, length, kv_heads, hd)
-    v = ref_linear(p, f"{name}.v", x).reshape(batch, length, kv_heads, hd)
-
-    out = np.zeros((batch, length, n_heads, hd))
-    max_abs = np.zeros(batch)
-    to_prompt = np.zeros((batch, n_heads, length))
-    causal = np.tril(np.ones((length, length), bool))
-    for b in range(batch):
-        for h in range(n_heads):
-            kv = h // group
-            qh, kh, vh = q[b, :, h], k[b, :, kv], v[b, :, kv]
-            if cfg.position == "rope":
-                qh, kh = ref_rope(qh, cfg.rope_theta), ref_rope(kh, cfg.rope_theta)
-            scores = qh @ kh.T / math.sqrt(hd)
-            max_abs[b] = max(max_abs[b], np.abs(scores[causal]).max())
-            bias = cfg.prompt_logit_bias
-            if bias is not None:
-                scores = scores.copy()
-                for qi in range(length):
-                    i = qi + 1  # 1-based query position
-                    if i > bias.prompt_len:
-                        scores[qi, : bias.prompt_len] += bias.gamma * math.log(i / bias.prompt_len)
-            scores = np.where(causal, scores, -np.inf)
-            scores = scores - scores.max(-1, keepdims=True)
-            weights = np.exp(scores)
-            weights /= weights.sum(-1, keepdims=True)
-            out[b, :, h] = weights @ vh
-            if prompt_len is not None:
-                to_prompt[b, h] = weights[:, :prompt_len].sum(-1)
-    out = ref_linear(p, f"{name}.o", out.reshape(batch, length, n_heads * hd))
-    return out, max_abs, (None if prompt_len is None else to_prompt)
-
-
-def ref_mlp(cfg, p, name, x):
-    up = ref_linear(p, f"{name}.up", x)
-    if cfg.mlp == "swiglu":
-        hidden = ref_silu(ref_linear(p, f"{name}.gate", x)) * up
-    elif cfg.mlp == "relu":
-        hidden = np.maximum(up, 0.0)
-    elif cfg.mlp == "gelu":
-        hidden = ref_gelu(up)
-    elif cfg.mlp == "gelu_tanh":
-        hidden = ref_gelu_tanh(up)
-    else:
-        raise AssertionError(cfg.mlp)
-    return ref_linear(p, f"{name}.down", hidden)
-
-
-def ref_forward(cfg, p, tokens, prompt_len=None):
-    """Numpy float64 forward: dict(logits [B,T,V], hidden [L+1,B,T,D], norm_scale, max_abs_logit,
-    prompt_attention)."""
-    tokens = np.asarray(tokens)
-    _, length = tokens.shape
-    x = p("embed.embedding")[tokens]
-    if cfg.position == "learned":
-        x = x + p("pos_embed.embedding")[np.arange(length)][None]
-    elif cfg.position == "sinusoidal":
-        x = x + ref_sinusoidal(length, cfg.d_model)[None]
-
-    hidden, scales, max_abs, to_prompt = [x], [], [], []
-    for layer in range(cfg.n_layers):
-        name = f"blocks.{layer}"
-        if cfg.norm_placement == "pre":
-            y, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x)
-            a, m, pa = ref_attention(cfg, p, f"{name}.attn", y, prompt_len)
-            x = x + a
-            y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
-            x = x + ref_mlp(cfg, p, f"{name}.mlp", y)
-        else:
-            a, m, pa = ref_attention(cfg, p, f"{name}.attn", x, prompt_len)
-            x, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x + a)
-            x, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x + ref_mlp(cfg, p, f"{name}.mlp", x))
-        hidden.append(x)
-        scales += [s_attn, s_mlp]
-        max_abs.append(m)
-        to_prompt.append(pa)
-
-    y = x
-    if cfg.final_norm:
-        y, s_final = ref_norm(cfg, p, "final_norm", x)
-        scales.append(s_final)
-    logits = y @ p("embed.embedding").T if cfg.tied_embeddings else y @ p("lm_head.kernel")
-    return dict(
-        logits=logits,
-        hidden=np.stack(hidden),
-        norm_scale=np.stack(scales),
-        max_abs_logit=np.stack(max_abs),
-        prompt_attention=None if prompt_len is None else np.stack(to_prompt),
-    )
-
-
-# --------------------------------------------------------------------------------------
-# Models with random, non-trivial parameters
-# --------------------------------------------------------------------------------------
-
-
-def abstract_model(cfg):
-    """(graphdef, abstract state) without running the initialisers (fast)."""
-    return nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
-
-
-def random_params(cfg, seed):
-    """Every parameter re-drawn from a normal, as a nested dict of float64 numpy arrays whose
-    values are exactly representable in float32 (float32 and float64 models then hold
-    identical parameters, and the float32 comparison measures only arithmetic error)."""
-    _, state = abstract_model(dataclasses.replace(cfg, dtype="float32"))  # shapes only
-    flat = _leaves(nnx.to_pure_dict(state))
-    rng = np.random.default_rng(seed)
-    new = {}
-    for path in sorted(flat):
-        shape = tuple(flat[path].shape)
-        leaf, owner = path[-1], path[-2]
-        if leaf == "scale":  # norm gains: around 1, size and sign varied
-            value = 1.0 + 0.5 * rng.standard_normal(shape)
-        elif leaf == "bias":
-            value = 0.3 * rng.standard_normal(shape)
-        elif leaf == "embedding":
-            value = rng.standard_normal(shape)
-        elif leaf == "kernel":
-            std = 1.0 / math.sqrt(shape[0])
-            if owner in ("q", "k"):
-                std *= 1.6  # attention logits of order a few: far from uniform attention
-            value = std * rng.standard_normal(shape)
-        else:
-            raise AssertionError(f"unexpected parameter {'.'.join(path)}")
-        new[path] = value.astype(np.float32).astype(np.float64)
-    return _unflatten(new)
-
-
-def _int_keys(new, template):
-    """Give ``new`` (str keys) the key types of ``template`` (nnx.List indices are ints)."""
-    out = {}
-    for key, value in template.items():
-        sub = new[str(key)]
-        out[key] = _int_keys(sub, value) if isinstance(value, dict) else sub
-    return out
-
-
-def build(cfg, params, dtype):
-    """A Transformer for ``cfg`` holding ``params`` as ``dtype`` arrays (float64: call inside
-    ``jax.enable_x64(True)``). With ``cfg.dtype="float32"`` and ``dtype=float64`` this is the
-    cast-the-state path (see ``test_float64_cast_state_matches_reference``)."""
-    graphdef, state = abstract_model(cfg)
-    values = {path: jnp.asarray(value, dtype=dtype) for path, value in _leaves(params).items()}
-    nnx.replace_by_pure_dict(state, _int_keys(_unflatten(values), nnx.to_pure_dict(state)))
-    return nnx.merge(graphdef, state)
-
-
-def random_tokens(cfg, batch, length, seed):
-    return np.random.default_rng(seed).integers(0, cfg.vocab_size, size=(batch, length))
-
+from reference_forward import (
+    Params, flat_leaves, unflatten, build, random_params, random_tokens, ref_forward, ref_gelu, ref_gelu_tanh, ref_rope, ref_silu,
+    ref_sinusoidal,
+)
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
 def _jit_forward(graphdef, state, tokens, diagnostics, prompt_len):
@@ -461,7 +187,7 @@ def test_reference_sanity(case):
     assert want["max_abs_logit"].max() > 1.0
 
 
-# The measurement-near-the-floor path (DESIGN.md section 2): a float32-built model whose state is
+# The measurement-near-the-floor path (docs/definitions.md, "Fits"): a float32-built model whose state is
 # cast to float64 (split, astype, merge inside enable_x64) must then compute in float64 throughout.
 # Regression: with ``nnx.Embed`` the token / learned-position lookups, the sinusoidal table and the
 # tied read-out stayed float32 (Embed freezes its dtype, static in the graphdef, at construction).
@@ -526,12 +252,13 @@ def test_ref_activations_known_values():
 
 def _zero_qk(params):
     """Copy of params with every q and k kernel (and bias) zeroed: all attention logits are 0."""
-    flat = _leaves(params)
-    return _unflatten({p: (np.zeros_like(v) if p[-2] in ("q", "k") else v) for p, v in flat.items()})
+    flat = flat_leaves(params)
+    return unflatten({p: (np.zeros_like(v) if p[-2] in ("q", "k") else v) for p, v in flat.items()})
 
 
 def test_prompt_bias_uniform_logits_share_is_i_over_2i_minus_p():
-    """DESIGN.md section 4: with all logits zero and gamma = 1, a query at 1-based i > P puts
+    """docs/definitions.md, "The dilution-cancelling logit bias": with all logits zero and gamma = 1, a
+    query at 1-based i > P puts
     i / (2i - P) of its attention on the prompt (1 for i <= P); the bias is not in max |logit|."""
     prompt_len, length = 3, 12
     cfg = TransformerConfig(
@@ -756,3 +483,16 @@ def test_build_installs_the_drawn_parameters():
     for name in want.names:
         value = want(name)
         assert not np.allclose(value, 0.0) and not np.allclose(value, 1.0), name
+
+
+def test_blocks_are_traced_once_whatever_the_depth():
+    """The blocks run as one scanned step: the traced program (and so compile time) does not grow
+    with depth. Unrolled, 6 layers would hold three times the matrix products of 2."""
+    counts = []
+    for depth in (2, 6):
+        model = Transformer(TransformerConfig(vocab_size=16, d_model=16, n_heads=2, n_layers=depth, max_len=8),
+                            rngs=nnx.Rngs(0))
+        graphdef, state = nnx.split(model)
+        jaxpr = jax.make_jaxpr(lambda s, x: nnx.merge(graphdef, s)(x).logits)(state, jnp.zeros((1, 8), jnp.int32))
+        counts.append(str(jaxpr).count("dot_general"))
+    assert counts[0] == counts[1] > 0

@@ -1,20 +1,17 @@
 """Offsets: exact zeros, causality, the dilution closed form, batch invariance, input errors."""
 
-import dataclasses
+import functools
 
+import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
 import nohair_jax as nh
-from nohair_jax.offsets import check_pairs, next_token_kl
+from nohair_jax.offsets import check_pairs, next_token_kl, pair_offsets
 
-SMALL = nh.TransformerConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
-
-
-def make_model(cfg=SMALL, seed=0):
-    return nh.Transformer(cfg, rngs=nnx.Rngs(seed))
 
 
 def pairs(n=3, P=5, T=12, vocab=64, seed=0):
@@ -22,8 +19,8 @@ def pairs(n=3, P=5, T=12, vocab=64, seed=0):
 
 
 @pytest.mark.parametrize("float64", [False, True])
-def test_identical_prompts_and_layer_zero_are_exactly_zero(float64):
-    model = make_model()
+def test_identical_prompts_and_layer_zero_are_exactly_zero(float64, make_tiny):
+    model = make_tiny()
     a, b, c = pairs(n=4)
     b = b.copy()
     b[2] = a[2]  # pair 2: identical prompts
@@ -35,11 +32,11 @@ def test_identical_prompts_and_layer_zero_are_exactly_zero(float64):
     assert np.all(off.l2[[0, 1, 3], 1:] > 0)
 
 
-def test_causal_later_tokens_do_not_matter():
-    model = make_model()
+def test_causal_later_tokens_do_not_matter(make_tiny, tiny_config):
+    model = make_tiny()
     a, b, c = pairs(n=2, T=12)
     c2 = c.copy()
-    c2[:, 7:] = (c2[:, 7:] + 1) % SMALL.vocab_size  # change continuation tokens t = 8..12
+    c2[:, 7:] = (c2[:, 7:] + 1) % tiny_config.vocab_size  # change continuation tokens t = 8..12
     off, off2 = (nh.prompt_pair_offsets(model, a, b, cc, float64=True) for cc in (c, c2))
     np.testing.assert_array_equal(off.l2[..., :7], off2.l2[..., :7])
     np.testing.assert_array_equal(off.kl[:, :7], off2.kl[:, :7])
@@ -52,11 +49,12 @@ def _layernorm(x, scale, bias, eps):
     return (x - mu) / np.sqrt(var + eps) * scale + bias
 
 
-def test_uniform_attention_gives_dilution_closed_form():
+def test_uniform_attention_gives_dilution_closed_form(make_tiny):
     """Zero query/key weights: attention averages uniformly, so layer 1's offset at t is
-    || W_o^T sum_{j <= P} (v_a(j) - v_b(j)) || / (P + t) (DESIGN.md section 3), with the MLP off."""
-    cfg = dataclasses.replace(SMALL, n_layers=1)
-    model = make_model(cfg)
+    || W_o^T sum_{j <= P} (v_a(j) - v_b(j)) || / (P + t) (docs/definitions.md, "The bound and the relay
+    recursion"), with the MLP off."""
+    model = make_tiny(n_layers=1)
+    cfg = model.config
     attn, mlp = model.blocks[0].attn, model.blocks[0].mlp
     for lin in (attn.q, attn.k, mlp.down):
         lin.kernel[...] = 0 * lin.kernel[...]
@@ -83,8 +81,8 @@ def test_uniform_attention_gives_dilution_closed_form():
         np.testing.assert_allclose(off.l2[i, 1], expected, rtol=1e-12)
 
 
-def test_a_pair_alone_or_among_others_gives_the_same_bits():
-    model = make_model()
+def test_a_pair_alone_or_among_others_gives_the_same_bits(make_tiny):
+    model = make_tiny()
     a, b, c = pairs(n=5)
     whole = nh.prompt_pair_offsets(model, a, b, c)
     alone = nh.prompt_pair_offsets(model, a[3:4], b[3:4], c[3:4])
@@ -96,8 +94,8 @@ def test_a_pair_alone_or_among_others_gives_the_same_bits():
     np.testing.assert_allclose(batched.l2, whole.l2, rtol=1e-5, atol=1e-8)
 
 
-def test_relative_and_kl_against_direct_computation():
-    model = make_model()
+def test_relative_and_kl_against_direct_computation(make_tiny):
+    model = make_tiny()
     a, b, c = pairs(n=2, P=4, T=9)
     off = nh.prompt_pair_offsets(model, a, b, c, float64=True)
     with jax.enable_x64(True):
@@ -137,21 +135,21 @@ def test_next_token_kl_matches_scipy_in_float64(scale):
     assert np.all(np.asarray(next_token_kl(za.astype(np.float32), za.astype(np.float32))) == 0)
 
 
-def test_shared_continuation_is_broadcast():
-    model = make_model()
+def test_shared_continuation_is_broadcast(make_tiny):
+    model = make_tiny()
     a, b, c = pairs(n=3)
     shared = nh.prompt_pair_offsets(model, a, b, c[0])
     explicit = nh.prompt_pair_offsets(model, a, b, np.repeat(c[:1], 3, axis=0))
     np.testing.assert_array_equal(shared.l2, explicit.l2)
 
 
-def test_unequal_prompts_only_without_absolute_positions():
+def test_unequal_prompts_only_without_absolute_positions(make_tiny, tiny_config):
     a, b, c = pairs(n=2, P=5)
     with pytest.raises(ValueError, match=r"unequal length \(P_a=5, P_b=4\)"):
-        check_pairs(SMALL, a, b[:, :4], c)
-    rope = make_model(dataclasses.replace(SMALL, position="rope"))
+        check_pairs(tiny_config, a, b[:, :4], c)
+    rope = make_tiny(position="rope")
     off = nh.prompt_pair_offsets(rope, a, b[:, :4], c)
-    assert off.l2.shape == (2, SMALL.n_layers + 1, c.shape[1])
+    assert off.l2.shape == (2, tiny_config.n_layers + 1, c.shape[1])
 
 
 @pytest.mark.parametrize(
@@ -166,28 +164,75 @@ def test_unequal_prompts_only_without_absolute_positions():
         (lambda a, b, c: (a[0], b[0], c), r"prompts must have shape \[n_pairs, P\]"),
     ],
 )
-def test_bad_input_is_named(change, match):
+def test_bad_input_is_named(change, match, tiny_config):
     a, b, c = pairs(n=2)
     with pytest.raises((ValueError, TypeError), match=match):
-        check_pairs(SMALL, *change(a, b, c))
+        check_pairs(tiny_config, *change(a, b, c))
 
 
-def test_noise_floor_is_float32_sized():
-    model = make_model()
+def test_noise_floor_is_float32_sized(make_tiny, tiny_config):
+    model = make_tiny()
     a, b, c = pairs(n=3, T=20)
     floor = nh.measure_noise_floor(model, a, b, c, n_pairs=2)
     off = nh.prompt_pair_offsets(model, a, b, c)
-    assert floor.shape == (SMALL.n_layers + 1, 20)
+    assert floor.shape == (tiny_config.n_layers + 1, 20)
     assert np.all(floor[0] == 0)  # layer 0 is exactly zero in both precisions
     # Rounding error of float32 relative to the hidden-state scale: far below 1e-4, above 0.
     rel = floor[1:] / off.norm[:2, 1:].mean(0)
     assert rel.max() < 1e-5 and rel.max() > 0
 
 
-def test_noise_floor_reuses_measured_offsets_exactly():
-    model = make_model()
+def test_noise_floor_reuses_measured_offsets_exactly(make_tiny):
+    model = make_tiny()
     a, b, c = pairs(n=3, T=20)
     off = nh.prompt_pair_offsets(model, a, b, c)
     np.testing.assert_array_equal(
         nh.measure_noise_floor(model, a, b, c, n_pairs=2, measured=off), nh.measure_noise_floor(model, a, b, c, n_pairs=2)
     )
+
+
+class TestPureCoresUnderJitAndWithout(chex.TestCase):
+    """The traceable cores give the same numbers jitted and not (``chex.variants``), against a float64
+    numpy computation of the same definitions (docs/definitions.md, "Offsets")."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_next_token_kl(self):
+        rng = np.random.default_rng(3)
+        za, zb = rng.normal(size=(2, 5, 11)) * 4
+        pa = np.exp(za - za.max(-1, keepdims=True))
+        pa /= pa.sum(-1, keepdims=True)
+        pb = np.exp(zb - zb.max(-1, keepdims=True))
+        pb /= pb.sum(-1, keepdims=True)
+        want = np.sum(pa * (np.log(pa) - np.log(pb)), axis=-1)
+        got = self.variant(next_token_kl)(jnp.asarray(za, jnp.float32), jnp.asarray(zb, jnp.float32))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_pair_offsets_is_the_distance_of_two_forward_passes(self):
+        model = nh.Transformer(nh.TransformerConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=2, max_len=32),
+                               rngs=nnx.Rngs(0))
+        a, b, c = (jnp.asarray(x) for x in nh.random_prompt_pairs(0, 2, 4, 12, 64))
+        l2 = self.variant(functools.partial(pair_offsets, model))(a, b, c)[0]
+        h_a = np.asarray(model(jnp.concatenate([a, c], 1)).hidden, np.float64)[:, :, 4:]
+        h_b = np.asarray(model(jnp.concatenate([b, c], 1)).hidden, np.float64)[:, :, 4:]
+        np.testing.assert_allclose(l2, np.moveaxis(np.linalg.norm(h_a - h_b, axis=-1), 0, 1), rtol=1e-5, atol=1e-6)
+
+    def test_shape_bugs_are_caught_at_the_boundary(self):
+        with self.assertRaises(AssertionError):
+            next_token_kl(jnp.zeros((2, 5)), jnp.zeros((2, 6)))
+
+
+def test_non_finite_parameters_are_named_before_any_work(make_tiny):
+    model = make_tiny()
+    kernel = model.blocks[1].mlp.up.kernel
+    kernel[...] = kernel[...].at[0, 3].set(jnp.nan)
+    with pytest.raises(ValueError, match=r"parameter blocks\.1\.mlp\.up\.kernel holds 1 non-finite values"):
+        nh.prompt_pair_offsets(model, *nh.random_prompt_pairs(0, 1, 4, 8, 64))
+
+
+def test_overflowing_activations_are_refused_with_the_layer_and_position(make_tiny):
+    model = make_tiny(norm="rmsnorm")
+    kernel = model.blocks[0].mlp.down.kernel
+    kernel[...] = kernel[...] * 1e38  # finite weights, infinite MLP output
+    with pytest.raises(ValueError, match=r"non-finite l2 offset at pair 0, layer 1, t = \d+"):
+        nh.prompt_pair_offsets(model, *nh.random_prompt_pairs(0, 1, 4, 8, 64))

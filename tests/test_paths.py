@@ -1,20 +1,15 @@
 """Direct read versus relay: exact at layer 1, pure dilution under uniform attention."""
 
-import dataclasses
 
 import numpy as np
 import pytest
-from flax import nnx
 
 import nohair_jax as nh
 from nohair_jax.paths import direct_relay_split
 
-CFG = nh.TransformerConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
-
-
-def test_layer_one_has_no_relay_and_parts_obey_the_triangle_inequality():
-    model = nh.Transformer(CFG, rngs=nnx.Rngs(0))
-    pairs = nh.random_prompt_pairs(0, 3, 6, 30, CFG.vocab_size)
+def test_layer_one_has_no_relay_and_parts_obey_the_triangle_inequality(make_tiny):
+    model = make_tiny()
+    pairs = nh.random_prompt_pairs(0, 3, 6, 30, model.config.vocab_size)
     split = direct_relay_split(model, *pairs, float64=True)
     off = nh.prompt_pair_offsets(model, *pairs, float64=True)
     np.testing.assert_allclose(split.total, off.l2, rtol=1e-12)
@@ -24,26 +19,26 @@ def test_layer_one_has_no_relay_and_parts_obey_the_triangle_inequality():
     assert np.all(split.total <= split.direct + split.relay + 1e-15)
 
 
-def test_uniform_attention_direct_part_is_pure_dilution():
+def test_uniform_attention_direct_part_is_pure_dilution(make_tiny):
     """Zero query/key weights and no MLP: the direct part at every layer is const / (P + t),
     while the relay part grows relative to it (the log factors)."""
-    model = nh.Transformer(CFG, rngs=nnx.Rngs(1))
+    model = make_tiny(1)
     for block in model.blocks:
         for lin in (block.attn.q, block.attn.k, block.mlp.down):
             lin.kernel[...] = 0 * lin.kernel[...]
             lin.bias[...] = 0 * lin.bias[...]
     P, T = 5, 50
-    split = direct_relay_split(model, *nh.random_prompt_pairs(2, 2, P, T, CFG.vocab_size), float64=True)
+    split = direct_relay_split(model, *nh.random_prompt_pairs(2, 2, P, T, model.config.vocab_size), float64=True)
     n = P + split.t
-    for layer in range(1, CFG.n_layers + 1):
+    for layer in range(1, model.config.n_layers + 1):
         scaled = split.direct[:, layer] * n
         np.testing.assert_allclose(scaled, scaled[:, :1] * np.ones_like(scaled), rtol=1e-10)
     relay_scaled = split.relay[:, 2:] * n
     assert np.all(np.diff(relay_scaled, axis=-1) > 0)
 
 
-def test_unequal_prompts_are_refused():
-    model = nh.Transformer(dataclasses.replace(CFG, position="rope"), rngs=nnx.Rngs(0))
-    a, b, c = nh.random_prompt_pairs(0, 2, 6, 10, CFG.vocab_size)
+def test_unequal_prompts_are_refused(make_tiny):
+    model = make_tiny(position="rope")
+    a, b, c = nh.random_prompt_pairs(0, 2, 6, 10, model.config.vocab_size)
     with pytest.raises(ValueError, match="equal length, got 6 and 5"):
         direct_relay_split(model, a, b[:, :5], c)

@@ -39,7 +39,7 @@ def causal_averaging(prompt_len, length, depth, residual):
 
 
 def general_recursion(prompt_len, length, own, direct, relay_, prompt):
-    """DESIGN.md's recursion with per-layer coefficient lists, in exact rationals."""
+    """The recursion of docs/definitions.md with per-layer coefficient lists, in exact rationals."""
     rows = [[Fraction(0)] * length]
     for a, b_direct, b_relay, d in zip(own, direct, relay_, prompt):
         prev = rows[-1]

@@ -1,6 +1,7 @@
 """Result files are written whole or not at all; the command line the experiment scripts share."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,10 @@ def test_json_is_strict_and_numpy_aware(tmp_path):
     text = path.read_text()
     assert json.loads(text) == {"a": 1.5, "b": [0, 1, 2], "c": None, "d": [1, 2]}
     assert "NaN" not in text
-    assert oct(path.stat().st_mode & 0o777) != oct(0o600)  # readable like any other output
+    # the mode any other output file gets under this umask (mkstemp's temporary files are 0o600)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_npz_round_trip(tmp_path):

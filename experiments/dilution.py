@@ -1,0 +1,157 @@
+"""Dilution isolated: exactly uniform attention, with and without the dilution-cancelling bias.
+
+The first paper says dilution is sufficient for the forgetting (untrained networks and the solvable
+model forget) and necessary (cancelling it with a logit bias stops the decay). A decaying curve
+in a general network does not show either: attention there also changes with content. So this
+builds networks in which dilution is all attention does: the small untrained architecture
+(pre-LN, learned positions, d_model 128) with every query projection set to zero, so that every
+attention logit is exactly 0 and every query reads the causal mean of the values. The prompt's
+share of attention at continuation position t is then exactly P / (P + t) (docs/definitions.md,
+"Dilution isolated"). The same parameters run twice:
+
+- ``uniform``: as above; the only thing in attention that changes with t is dilution;
+- ``uniform_bias``: plus the dilution-cancelling bias ``gamma log(i / P)`` on the prompt keys
+  (``nh.PromptLogitBias``, gamma 1), which holds the prompt's share at (P + t) / (P + 2t) -> 1/2.
+
+Dilution is sufficient if the first forgets (alpha above 0 in every layer) and necessary if the
+second does not (alpha near 0 in every layer, the difference above 0). Both at several depths and
+seeds (intervals resample seeds, then pairs within them), beside the solvable relay model's alpha
+on the same window.
+
+    python experiments/dilution.py --out results/dilution          # quick: depths 1, 2, 4, 2 seeds, T 1024
+    python experiments/dilution.py --profile full --out results/dilution
+
+Writes ``depth_<L>/<variant>_seed<k>/`` (``offsets.npz``, ``fit.json``, ``offsets.png``),
+``summary.json`` and ``dilution.png`` (alpha per layer of both variants and of the relay model,
+and the mean offset curves of the deepest model), drawn from the saved files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+import nohair_jax as nh
+from nohair_jax.claims import part_claims_text
+from nohair_jax.measure import fit_layers, measure_model, untrained_model
+from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
+
+PROFILES = {
+    "smoke": dict(depths=(2,), seeds=(0, 1), d_model=32, prompt_len=4, length=128, n_pairs=2, t_min=8, n_boot=200),
+    "quick": dict(depths=(1, 2, 4), seeds=(0, 1), d_model=128, prompt_len=16, length=1024, n_pairs=8, t_min=32,
+                  n_boot=1000),
+    "full": dict(depths=(1, 2, 4, 6), seeds=(0, 1, 2, 3), d_model=256, prompt_len=16, length=4096, n_pairs=16,
+                 t_min=32, n_boot=1000),
+}
+VARIANTS = {"uniform": None, "uniform_bias": 1.0}  # name: gamma of the prompt logit bias (None: no bias)
+
+
+def uniform_attention(model: nh.Transformer) -> nh.Transformer:
+    """``model`` with every query projection (kernel and bias) set to zero, in place: each attention
+    logit is then exactly 0 and each query reads the causal mean of the values."""
+    for block in model.blocks:
+        q = block.attn.q
+        q.kernel[...] = np.zeros(q.kernel.shape, q.kernel.dtype)
+        if q.bias is not None:
+            q.bias[...] = np.zeros(q.bias.shape, q.bias.dtype)
+    return model
+
+
+def _model(depth: int, seed: int, gamma: float | None, p: dict) -> nh.Transformer:
+    bias = None if gamma is None else nh.PromptLogitBias(p["prompt_len"], gamma)
+    return uniform_attention(untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"],
+                                             seed=seed, prompt_logit_bias=bias))
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+    """``seed`` offsets the model seeds and draws the pairs; returns the summary."""
+    p = dict(PROFILES[profile], **(settings or {}))
+    fits = dict(t_min=p["t_min"], n_boot=p["n_boot"])
+    pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], 256)
+    t = np.arange(1, p["length"] + 1)
+    rows = []
+    for depth in p["depths"]:
+        print(f"depth {depth}: {len(p['seeds'])} seeds x {p['n_pairs']} pairs, T = {p['length']}", flush=True)
+        curves, floors = {}, {}
+        for name, gamma in VARIANTS.items():
+            runs = []
+            for k in p["seeds"]:
+                folder = out / f"depth_{depth}" / f"{name}_seed{seed + k}"
+                measure_model(_model(depth, seed + k, gamma, p), pairs, folder, floor_pairs=1, fit_kwargs=fits,
+                              meta=dict(experiment="dilution", variant=name, seed=seed + k), progress=False)
+                with np.load(folder / "offsets.npz") as data:
+                    runs.append((data["l2"], data["floor"]))
+            curves[name] = np.concatenate([l2 for l2, _ in runs])  # [seeds * pairs, L+1, T]
+            floors[name] = np.max([floor for _, floor in runs], axis=0)
+        groups = np.repeat(np.arange(len(p["seeds"])), p["n_pairs"])
+        row = dict(depth=depth, **{name: fit_layers(t, curves[name], floors[name], groups=groups, **fits)
+                                   for name in VARIANTS})
+        row["difference"] = [_difference(t, curves, floors, layer, groups, fits) for layer in range(1, depth + 1)]
+        relay = np.asarray(nh.relay.offsets(p["prompt_len"], p["length"], depth))
+        windows = [f.get("t_range", (p["t_min"], p["length"])) for f in row["uniform"]]  # the relay model on the same
+        row["relay"] = [nh.fit_power_law(t, relay[layer], t_min=w[0], t_max=w[1], n_boot=0).alpha
+                        for layer, w in enumerate(windows, start=1)]
+        rows.append(row)
+    summary = dict(profile=profile, settings=p, seed=seed, variants={k: v for k, v in VARIANTS.items()}, rows=rows,
+                   interval="hierarchical bootstrap: seeds, then pairs within them")
+    save_json(out / "summary.json", summary)
+    draw(out)
+    return summary
+
+
+def _difference(t, curves: dict, floors: dict, layer: int, groups: np.ndarray, fits: dict) -> dict:
+    """alpha(uniform) - alpha(uniform_bias) at one layer on a common window, one interval."""
+    try:
+        return nh.alpha_difference(t, curves["uniform"][:, layer], curves["uniform_bias"][:, layer],
+                                   floor_a=floors["uniform"][layer], floor_b=floors["uniform_bias"][layer],
+                                   groups_a=groups, groups_b=groups, **fits).to_dict()
+    except ValueError as err:  # a window refused by the noise floor on either side
+        return {"error": str(err)}
+
+
+def draw(out: Path) -> None:
+    s = load_json(out / "summary.json")
+    fig = Figure(figsize=(12, 4.4))
+    ax_alpha, ax_curve = fig.subplots(1, 2)
+    for i, row in enumerate(s["rows"]):
+        layers = np.arange(1, row["depth"] + 1) + 0.08 * (i - 1)  # depths side by side
+        for name, marker in (("uniform", "o"), ("uniform_bias", "s")):
+            alpha = np.array([f.get("alpha", np.nan) for f in row[name]], dtype=float)
+            ci = np.array([f.get("ci") or (np.nan, np.nan) for f in row[name]], dtype=float).reshape(-1, 2)
+            ax_alpha.errorbar(layers, alpha, yerr=[alpha - ci[:, 0], ci[:, 1] - alpha], fmt=marker, ms=4, capsize=2,
+                              color=f"C{i}", mfc="none" if name == "uniform_bias" else None,
+                              label=f"depth {row['depth']}, {'with the bias' if name == 'uniform_bias' else 'no bias'}")
+        ax_alpha.plot(layers, row["relay"], "x", color=f"C{i}", ms=6, label=f"depth {row['depth']}, relay model")
+    ax_alpha.set_xticks(range(1, max(r["depth"] for r in s["rows"]) + 1))
+    ax_alpha.axhline(0, color="grey", lw=0.8)
+    ax_alpha.set(xlabel="layer", ylabel="alpha", title="uniform attention: alpha per layer (95 %, seeds then pairs)")
+    ax_alpha.legend(fontsize=7, ncol=2)
+    deepest = s["rows"][-1]["depth"]
+    for name, style in (("uniform", "-"), ("uniform_bias", "--")):
+        with np.load(out / f"depth_{deepest}" / f"{name}_seed{s['seed'] + s['settings']['seeds'][0]}" / "offsets.npz") as d:
+            t, mean = d["t"], d["l2"].mean(0)
+        for layer in range(1, deepest + 1):
+            ax_curve.loglog(t, mean[layer], style, color=f"C{layer - 1}",
+                            label=f"layer {layer}" if name == "uniform" else None)
+    ax_curve.set(xlabel="continuation position t", ylabel="offset ||h_a - h_b|| (mean over pairs)",
+                 title=f"depth {deepest}, first seed: no bias (solid), with the bias (dashed)")
+    ax_curve.legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(out / "dilution.png", fig)
+
+
+def main() -> None:
+    parser = experiment_parser(__doc__, "dilution", PROFILES)
+    args = parser.parse_args()
+    summary = run(args.profile, args.out, args.seed)
+    for row in summary["rows"]:
+        cells = [f"L{k}: {f['alpha']:.2f} vs {g.get('alpha', float('nan')):.2f} (relay {r:.2f})" if "alpha" in f else
+                 f"L{k}: no fit" for k, (f, g, r) in enumerate(zip(row["uniform"], row["uniform_bias"], row["relay"]), 1)]
+        print(f"depth {row['depth']}, alpha without vs with the bias: " + "; ".join(cells))
+    print(part_claims_text("dilution", summary))
+
+
+if __name__ == "__main__":
+    main()
