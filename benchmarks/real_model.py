@@ -7,6 +7,8 @@ corpus with the model's own tokenizer, P 16, several T. Variants, interleaved re
 
   * ``nohair``: ``nh.prompt_pair_offsets`` at default settings (l2, relative, norms at every layer,
     next-token KL at every position);
+  * ``nohair, KL at log t``: the same with ``kl_positions="log"``: the logits and the KL only at
+    the log-spaced positions the fits and half-lives read (``offsets.log_positions``), l2 everywhere;
   * ``nohair forward``: a plain jitted forward of both sequences of a pair (hidden states and
     logits, no offset arithmetic): the floor of the project's own model code;
   * ``transformers sdpa`` and ``transformers eager``: ``model(ids, output_hidden_states=True)`` on
@@ -47,6 +49,7 @@ from flax import nnx
 import nohair_jax as nh
 from mfu import matmul_case, timed, useful_flops
 from nohair_jax.checkpoints import packaged_model_path, tokenize
+from nohair_jax.offsets import log_positions
 
 CHECKPOINT = "smollm2-135m"
 PROMPT_LEN = 16
@@ -57,8 +60,8 @@ def text_pairs(tokenizer, n_pairs: int, length: int) -> nh.PromptPairs:
     return nh.text_prompt_pairs(text, 1, n_pairs, PROMPT_LEN, length)
 
 
-def nohair_case(model, pairs):
-    return lambda: nh.prompt_pair_offsets(model, *pairs).l2
+def nohair_case(model, pairs, kl_positions=None):
+    return lambda: nh.prompt_pair_offsets(model, *pairs, kl_positions=kl_positions).l2
 
 
 def forward_case(model, pairs):
@@ -126,7 +129,11 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         pairs = text_pairs(tokenizer, n_pairs, length)
         tokens = 2 * n_pairs * (PROMPT_LEN + length)
         flops = 2 * n_pairs * useful_flops(cfg, PROMPT_LEN + length)
-        cases = {"nohair": nohair_case(model, pairs), "nohair forward": forward_case(model, pairs),
+        # the log-t variant projects onto the vocabulary at K positions only: fewer useful FLOPs
+        skipped = 2 * n_pairs * 2 * (PROMPT_LEN + length - log_positions(length).size) * cfg.d_model * cfg.vocab_size
+        case_flops = {"nohair, KL at log t": flops - skipped}
+        cases = {"nohair": nohair_case(model, pairs), "nohair, KL at log t": nohair_case(model, pairs, "log"),
+                 "nohair forward": forward_case(model, pairs),
                  "transformers sdpa": torch_case(hf["sdpa"], pairs)}
         if length <= eager_max:
             cases["transformers eager"] = torch_case(hf["eager"], pairs)
@@ -137,13 +144,13 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
             for name, thunk in cases.items():
                 peak_wall = min(timed(peak[0])[0] for _ in range(3))
                 wall = timed(thunk)[0]
-                samples[name].append((wall, peak_wall / wall * flops / peak[1]))
+                samples[name].append((wall, peak_wall / wall * case_flops.get(name, flops) / peak[1]))
                 peaks.append(peak[1] / peak_wall)
         steady = {name: statistics.median(w for w, _ in s) for name, s in samples.items()}
         for name in cases:
             fraction = statistics.median(f for _, f in samples[name])
             print(f"{length:>5} {name:>20} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
-                  f"{flops / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {steady['transformers sdpa'] / steady[name]:>7.2f}x "
+                  f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {steady['transformers sdpa'] / steady[name]:>7.2f}x "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
         agree = agreement(model, {k: hf[k] for k in ("sdpa", "eager") if f"transformers {k}" in cases},
                           nh.PromptPairs(*(x[:1] for x in pairs)))

@@ -279,6 +279,7 @@ class Transformer(nnx.Module):
         diagnostics: bool = False,
         prompt_len: int | None = None,
         kv_streams: jax.Array | None = None,
+        logits_at: jax.Array | None = None,
     ) -> ForwardOutput:
         """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics.
 
@@ -286,7 +287,9 @@ class Transformer(nnx.Module):
         keys and values from (``kv_streams[l - 1]`` in place of its own input ``h_(l-1)``): the
         patching that separates direct reads of the prompt from relay (``nohair_jax.paths``).
         Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets``
-        checks them on the host.
+        checks them on the host. ``logits_at`` int [K], if given, are the sequence indices (0-based)
+        at which the final norm's output is projected onto the vocabulary: logits [B, K, vocab]
+        (the projection is the costliest matrix product of a small model with a large vocabulary).
         """
         x0, rope = self.embed_tokens(tokens)
         block_def = nnx.graphdef(self.blocks[0])
@@ -306,6 +309,8 @@ class Transformer(nnx.Module):
         if self.final_norm is not None:
             y, final_scale = self.final_norm(x)
             scales = jnp.concatenate([scales, final_scale[None]])
+        if logits_at is not None:
+            y = y[:, logits_at]
         logits = self.embed.attend(y) if self.lm_head is None else self.lm_head(y)
 
         diag = None

@@ -40,6 +40,17 @@ def continuation_positions(length: int) -> np.ndarray:
     return np.arange(1, length + 1)
 
 
+def log_positions(length: int, *, dense: int = 32, per_decade: int = 32) -> np.ndarray:
+    """int [K]: every t in 1..min(dense, T), then about ``per_decade`` log-spaced t per decade up to
+    and including T; where the fits and half-lives read a curve, at a fraction of the positions."""
+    head = np.arange(1, min(dense, length) + 1)
+    if length <= dense:
+        return head
+    count = max(2, int(np.ceil(per_decade * np.log10(length / dense))) + 1)
+    tail = np.unique(np.round(np.geomspace(dense, length, count)).astype(np.int64))
+    return np.unique(np.concatenate([head, tail]))
+
+
 @dataclasses.dataclass(frozen=True)
 class Offsets:
     """Offsets of ``n_pairs`` prompt pairs at continuation positions ``t = 1..T``.
@@ -50,6 +61,7 @@ class Offsets:
               rounding can leave values of order -1e-7 where the two are nearly equal.
     norm:     [n_pairs, L+1, T] mean of the two hidden-state norms (the scale of the float noise).
     prompt_len: P, the prompt length the continuation follows.
+    kl_positions: int [K], the t at which kl was measured (then kl is [n_pairs, K]); None: every t.
     """
 
     l2: np.ndarray
@@ -57,11 +69,17 @@ class Offsets:
     kl: np.ndarray
     norm: np.ndarray
     prompt_len: int
+    kl_positions: np.ndarray | None = None
 
     @property
     def t(self) -> np.ndarray:
         """Continuation positions 1..T."""
         return continuation_positions(self.l2.shape[-1])
+
+    @property
+    def kl_t(self) -> np.ndarray:
+        """The continuation positions of ``kl``'s last axis."""
+        return self.t if self.kl_positions is None else self.kl_positions
 
 
 def next_token_kl(logits_a: jax.Array, logits_b: jax.Array) -> jax.Array:
@@ -81,10 +99,13 @@ def next_token_kl(logits_a: jax.Array, logits_b: jax.Array) -> jax.Array:
     return cross - (top_a[..., 0] - top_b[..., 0] + jnp.log(sum_a / sum_b))
 
 
-def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array):
+def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array,
+                 kl_at: tuple[int, ...] | None = None):
     """Traceable core: int [n, Pa], [n, Pb], [n, T] -> (l2, relative, norm [n, L+1, T], kl [n, T]).
 
     Pa and Pb may differ only for models without absolute positions (checked by the caller).
+    ``kl_at`` (static), the continuation positions t (1-based) at which to compute the logits and
+    the KL: kl is then [n, K]; None: every t.
     """
     chex.assert_rank([prompts_a, prompts_b, continuations], 2)
     chex.assert_type([prompts_a, prompts_b, continuations], int)
@@ -92,16 +113,18 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
     tokens_a = jnp.concatenate([prompts_a, continuations], axis=1)
     tokens_b = jnp.concatenate([prompts_b, continuations], axis=1)
     length, n = continuations.shape[1], continuations.shape[0]
+    t = np.arange(1, length + 1) if kl_at is None else np.asarray(kl_at)
+    at = lambda prompt: jnp.asarray(prompt.shape[1] + t - 1)  # noqa: E731  sequence indices of t
     if tokens_a.shape == tokens_b.shape:
         # Both runs in one batch (about 15 % faster on a CPU than two calls); rows of one batch run
         # through identical code, so identical prompts still give exactly zero.
-        out = model(jnp.concatenate([tokens_a, tokens_b]))
-        hidden, logits = out.hidden[:, :, -length:], out.logits[:, -length:]
-        (h_a, h_b), (z_a, z_b) = (hidden[:, :n], hidden[:, n:]), (logits[:n], logits[n:])
+        out = model(jnp.concatenate([tokens_a, tokens_b]), logits_at=at(prompts_a))
+        hidden = out.hidden[:, :, -length:]
+        (h_a, h_b), (z_a, z_b) = (hidden[:, :n], hidden[:, n:]), (out.logits[:n], out.logits[n:])
     else:
-        out_a, out_b = model(tokens_a), model(tokens_b)
+        out_a, out_b = model(tokens_a, logits_at=at(prompts_a)), model(tokens_b, logits_at=at(prompts_b))
         h_a, h_b = out_a.hidden[:, :, -length:], out_b.hidden[:, :, -length:]  # [L+1, n, T, D]
-        z_a, z_b = out_a.logits[:, -length:], out_b.logits[:, -length:]
+        z_a, z_b = out_a.logits, out_b.logits
     l2 = jnp.linalg.norm(h_a - h_b, axis=-1)
     norm = 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
     relative = jnp.where(l2 > 0, l2 / jnp.where(norm > 0, norm, 1), 0.0)
@@ -110,9 +133,9 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
     return to_pairs(l2), to_pairs(relative), to_pairs(norm), kl
 
 
-@functools.partial(jax.jit, static_argnames=("pair_fn", "graphdef"))
-def _pairs_call(pair_fn, graphdef, state, prompts_a, prompts_b, continuations):
-    return pair_fn(nnx.merge(graphdef, state), prompts_a, prompts_b, continuations)
+@functools.partial(jax.jit, static_argnames=("pair_fn", "graphdef", "static"))
+def _pairs_call(pair_fn, graphdef, state, prompts_a, prompts_b, continuations, static=()):
+    return pair_fn(nnx.merge(graphdef, state), prompts_a, prompts_b, continuations, **dict(static))
 
 
 def _as_tokens(name: str, x, vocab_size: int) -> np.ndarray:
@@ -165,6 +188,7 @@ def prompt_pair_offsets(
     *,
     pairs_per_call: int = 1,
     float64: bool = False,
+    kl_positions=None,
     progress: bool = False,
 ) -> Offsets:
     """Offsets of each prompt pair at every layer and continuation position.
@@ -178,23 +202,43 @@ def prompt_pair_offsets(
         trimmed), so there is one compilation per shape.
       float64: run parameters and activations in float64 (for measurements near the float32
         noise floor); results are float64.
+      kl_positions: where to compute the logits and the next-token KL: None, every t; ``"log"``,
+        ``log_positions(T)`` (every t up to 32, then 32 per decade: the vocabulary projection of a
+        large-vocabulary model at a fraction of the cost); or int t values in 1..T, increasing.
       progress: show a progress bar over calls.
 
     Returns:
-      ``Offsets`` with numpy arrays l2, relative, norm [n_pairs, L+1, T] and kl [n_pairs, T].
+      ``Offsets`` with numpy arrays l2, relative, norm [n_pairs, L+1, T] and kl [n_pairs, T]
+      (``[n_pairs, K]`` at ``Offsets.kl_t`` with ``kl_positions``).
     """
     a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
+    positions = _kl_positions(kl_positions, c.shape[1])
     check_finite_parameters(model)
+    static = {} if positions is None else {"kl_at": tuple(int(t) for t in positions)}
     l2, relative, norm, kl = map_pairs(
-        pair_offsets, model, a, b, c, pairs_per_call=pairs_per_call, float64=float64, progress=progress
+        pair_offsets, model, a, b, c, pairs_per_call=pairs_per_call, float64=float64, progress=progress, **static
     )
-    for name, x in (("l2 offset", l2), ("next-token KL", kl)):
+    for name, x, t_of in (("l2 offset", l2, continuation_positions(c.shape[1])), ("next-token KL", kl, positions)):
         bad = ~np.isfinite(x)
         if bad.any():  # activations overflowed: say where before anything is saved or fitted
-            pair, *layer, t = (int(i) for i in np.argwhere(bad)[0])
+            pair, *layer, k = (int(i) for i in np.argwhere(bad)[0])
             where = f"layer {layer[0]}, " if layer else ""
-            raise ValueError(f"non-finite {name} at pair {pair}, {where}t = {t + 1}: the activations overflowed")
-    return Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1])
+            t = k + 1 if t_of is None else int(t_of[k])
+            raise ValueError(f"non-finite {name} at pair {pair}, {where}t = {t}: the activations overflowed")
+    return Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1], kl_positions=positions)
+
+
+def _kl_positions(kl_positions, length: int) -> np.ndarray | None:
+    if kl_positions is None:
+        return None
+    if isinstance(kl_positions, str):
+        if kl_positions != "log":
+            raise ValueError(f"kl_positions must be None, 'log' or int positions t in 1..T, got {kl_positions!r}")
+        return log_positions(length)
+    t = np.asarray(kl_positions)
+    if t.ndim != 1 or t.size == 0 or t.dtype.kind not in "iu" or t[0] < 1 or t[-1] > length or np.any(np.diff(t) <= 0):
+        raise ValueError(f"kl_positions must be increasing int positions t in 1..{length}, got {kl_positions!r}")
+    return t.astype(np.int64)
 
 
 def check_finite_parameters(model: Transformer) -> None:
@@ -210,14 +254,14 @@ def check_finite_parameters(model: Transformer) -> None:
 
 def map_pairs(
     pair_fn, model: Transformer, a: np.ndarray, b: np.ndarray, c: np.ndarray, *,
-    pairs_per_call: int = 1, float64: bool = False, progress: bool = False,
+    pairs_per_call: int = 1, float64: bool = False, progress: bool = False, **static,
 ) -> list[np.ndarray]:
-    """Run a traceable ``pair_fn(model, a, b, c) -> arrays [k, ...]`` over checked pairs, k per call.
+    """Run a traceable ``pair_fn(model, a, b, c, **static) -> arrays [k, ...]`` over checked pairs, k per call.
 
     The machinery shared by every per-pair measurement: full matmul precision, optional float64,
     one compilation per shape (the last call is filled up with repeats and trimmed), a progress
-    bar over calls. ``a, b, c`` come from ``check_pairs``. Returns the outputs concatenated over
-    pairs, as numpy arrays.
+    bar over calls. ``a, b, c`` come from ``check_pairs``; ``static`` are hashable settings
+    compiled in. Returns the outputs concatenated over pairs, as numpy arrays.
     """
     n = a.shape[0]
     if not (isinstance(pairs_per_call, int) and pairs_per_call >= 1):
@@ -233,7 +277,7 @@ def map_pairs(
             state = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), state)
         for start in tqdm(range(0, n, k), desc=pair_fn.__name__, unit="call", disable=not progress, leave=False):
             idx = np.minimum(np.arange(start, start + k), n - 1)
-            out = _pairs_call(pair_fn, graphdef, state, a[idx], b[idx], c[idx])
+            out = _pairs_call(pair_fn, graphdef, state, a[idx], b[idx], c[idx], static=tuple(sorted(static.items())))
             results.append([np.asarray(x) for x in out])
     return [np.concatenate(parts)[:n] for parts in zip(*results)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import math
 import os
@@ -21,17 +22,40 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files that killed writers of ``path`` left (``.<name>.<pid>.*``, pid not alive)."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        pid = stale.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The temporary file's name carries the writer's pid: a write killed outright (SIGKILL, where no
+    ``finally`` runs) leaves it behind, and the next successful write of ``path`` removes it.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=path.suffix)
     os.close(fd)
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private; results are not
         os.replace(tmp, path)
+        _remove_stale_temporaries(path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -236,3 +236,33 @@ def test_overflowing_activations_are_refused_with_the_layer_and_position(make_ti
     kernel[...] = kernel[...] * 1e38  # finite weights, infinite MLP output
     with pytest.raises(ValueError, match=r"non-finite l2 offset at pair 0, layer 1, t = \d+"):
         nh.prompt_pair_offsets(model, *nh.random_prompt_pairs(0, 1, 4, 8, 64))
+
+
+def test_kl_at_chosen_positions_is_the_full_curve_read_there(make_tiny):
+    """The logits projected at the chosen positions only give the same KL there; l2 is untouched."""
+    for model in (make_tiny(), make_tiny(position="rope")):  # rope: also prompts of unequal length
+        a, b, c = nh.random_prompt_pairs(0, 2, 5, 50, 64)
+        for prompts_b in (b, b[:, :3]) if model.config.position == "rope" else (b,):
+            full = nh.prompt_pair_offsets(model, a, prompts_b, c)
+            some = nh.prompt_pair_offsets(model, a, prompts_b, c, kl_positions="log")
+            assert some.kl.shape == (2, some.kl_t.size) and some.kl_t.size < 50
+            np.testing.assert_allclose(some.kl, full.kl[:, some.kl_t - 1], rtol=1e-5, atol=1e-7)
+            np.testing.assert_array_equal(some.l2, full.l2)
+            np.testing.assert_array_equal(full.kl_t, np.arange(1, 51))
+
+
+def test_log_positions_are_dense_then_log_spaced_and_end_at_t():
+    from nohair_jax.offsets import log_positions
+
+    t = log_positions(1024)
+    assert t[0] == 1 and t[-1] == 1024 and np.all(np.diff(t) > 0)
+    np.testing.assert_array_equal(t[:32], np.arange(1, 33))
+    assert 70 <= t.size <= 90  # 32 dense, then 32 per decade over 1.5 decades
+    np.testing.assert_array_equal(log_positions(20), np.arange(1, 21))
+
+
+@pytest.mark.parametrize("bad, match", [("lin", "None, 'log' or int"), ([0, 3], "1..12"), ([3, 2], "increasing"),
+                                        ([1.5], "int positions")])
+def test_bad_kl_positions_are_named(make_tiny, bad, match):
+    with pytest.raises(ValueError, match=match):
+        nh.prompt_pair_offsets(make_tiny(), *nh.random_prompt_pairs(0, 1, 4, 12, 64), kl_positions=bad)

@@ -59,3 +59,27 @@ def test_experiment_parser_defaults_and_errors(capsys):
     with pytest.raises(SystemExit):
         experiment_parser("doc", "x", profiles).parse_args(["--profile", "huge"])
     assert "invalid choice: 'huge'" in capsys.readouterr().err
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """SIGKILL runs no cleanup: the temporary file stays until the file is next written whole."""
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / "offsets_vs_t.png"
+    code = ("import sys, time; from nohair_jax.results import atomic_path\n"
+            f"with atomic_path({str(target)!r}) as tmp:\n"
+            "    tmp.write_bytes(b'partial'); print(tmp, flush=True); time.sleep(60)\n")
+    writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    left = Path(writer.stdout.readline().strip())
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert left.exists() and not target.exists()
+    live = tmp_path / f".{target.name}.{os.getpid()}.abc.png"  # a live writer's file is not touched
+    live.write_bytes(b"mine")
+    save_json(tmp_path / "other.json", {})  # another file's write removes nothing here
+    assert left.exists()
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(b"whole")
+    assert target.read_bytes() == b"whole" and not left.exists() and live.exists()
