@@ -59,7 +59,8 @@ def uniform_attention(model: nh.Transformer) -> nh.Transformer:
     return model
 
 
-def _model(depth: int, seed: int, gamma: float | None, p: dict) -> nh.Transformer:
+def uniform_model(depth: int, seed: int, gamma: float | None, p: dict) -> nh.Transformer:
+    """The profile's untrained architecture at ``seed`` with uniform attention; with the bias at ``gamma`` (None: none)."""
     bias = None if gamma is None else nh.PromptLogitBias(p["prompt_len"], gamma)
     return uniform_attention(untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"],
                                              seed=seed, prompt_logit_bias=bias))
@@ -79,7 +80,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
             runs = []
             for k in p["seeds"]:
                 folder = out / f"depth_{depth}" / f"{name}_seed{seed + k}"
-                measure_model(_model(depth, seed + k, gamma, p), pairs, folder, floor_pairs=1, fit_kwargs=fits,
+                measure_model(uniform_model(depth, seed + k, gamma, p), pairs, folder, floor_pairs=1, fit_kwargs=fits,
                               meta=dict(experiment="dilution", variant=name, seed=seed + k), progress=False)
                 with np.load(folder / "offsets.npz") as data:
                     runs.append((data["l2"], data["floor"]))
@@ -94,7 +95,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         row["relay"] = [nh.fit_power_law(t, relay[layer], t_min=w[0], t_max=w[1], n_boot=0).alpha
                         for layer, w in enumerate(windows, start=1)]
         rows.append(row)
-    summary = dict(profile=profile, settings=p, seed=seed, variants={k: v for k, v in VARIANTS.items()}, rows=rows,
+    summary = dict(profile=profile, settings=p, seed=seed, variants=dict(VARIANTS), rows=rows,
                    interval="hierarchical bootstrap: seeds, then pairs within them")
     save_json(out / "summary.json", summary)
     draw(out)

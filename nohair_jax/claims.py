@@ -128,13 +128,26 @@ def _llm_conditions(s):
                    sqrt_eps=c["sqrt_eps"], failures=c["failures"])
 
 
+def _shape_test(entries: list[dict]) -> tuple[str, list | None, bool, dict] | None:
+    """The relay-shape test over layers (``bound.shape_check`` entries): (text, the worst layer's
+    interval, whether every layer passes, evidence); None if some layer could not be fitted."""
+    if not entries or any("error" in e for e in entries):
+        return None
+    worst = max(entries, key=lambda e: e["slope"])
+    passing = sum(e["passes"] for e in entries)
+    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
+            f"{passing}/{len(entries)} layers pass")
+    interval = [round(v, 3) for v in worst["interval"]] if worst["interval"][0] is not None else None
+    return text, interval, passing == len(entries), dict(slopes=[e["slope"] for e in entries],
+                                                         intervals=[e["interval"] for e in entries])
+
+
 def _llm_relay_logs(s):
     bound = s["real_model"]["trained"]["bound"]
-    shape = bound["shape"]
-    if not shape or any("error" in e for e in shape):
+    shape = _shape_test(bound["shape"])
+    if shape is None:
         return _unmeasured("the shape test could not be fitted in every layer")
-    worst = max(shape, key=lambda e: e["slope"])
-    passing = sum(e["passes"] for e in shape)
+    text, interval, ok, evidence = shape
     constants = bound["constants"]
     if "error" in constants:
         explicit = f"no explicit bound ({constants['error']})"
@@ -143,11 +156,7 @@ def _llm_relay_logs(s):
         overflow = len(constants["C"]) - len(finite)
         explicit = (f"explicit constants C_l from {min(finite):.3g} to {max(finite):.3g}"
                     + (f", beyond float64 in {overflow} layers" if overflow else ""))
-    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
-            f"{passing}/{len(shape)} layers pass; {explicit}")
-    interval = [round(v, 3) for v in worst["interval"]] if worst["interval"][0] is not None else None
-    return _judged(text, interval, passing == len(shape), slopes=[e["slope"] for e in shape],
-                   intervals=[e["interval"] for e in shape], constants=constants)
+    return _judged(f"{text}; {explicit}", interval, ok, **evidence, constants=constants)
 
 
 def _llm_threshold(s):
@@ -252,34 +261,29 @@ def _trained_bound(s):
     rows = [r["bound"] for r in s["trained_vs_untrained"]["runs"]]
     failures = [f for r in rows for f in r["failures"]]
     applies = [r for r in rows if "error" not in r["explicit"]]
-    shapes = [e for r in rows for e in r["shape"]]
+    shape = _shape_test([e for r in rows for e in r["shape"]])
     evidence = dict(logit_bound=[r["logit_bound"] for r in rows],
                     sigma_min_over_sqrt_eps=[r["sigma_min_over_floor"] for r in rows],
                     failures=failures, margins=[e["margin"] for r in applies for e in r["explicit"]],
-                    shape_intervals=[e.get("interval") for e in shapes])
+                    **(shape[3] if shape else {}))
     if failures:
         return _judged(f"a condition fails: {failures[0]}", None, False, **evidence)
-    if len(applies) < len(rows) or not shapes or any("error" in e for e in shapes):
+    if len(applies) < len(rows) or shape is None:
         return _unmeasured("the explicit bound or the shape test could not be computed on every trained model", **evidence)
-    margins = evidence["margins"]
-    holds, passes = all(e["holds"] for r in applies for e in r["explicit"]), sum(e["passes"] for e in shapes)
+    holds = all(e["holds"] for r in applies for e in r["explicit"])
     text = (f"largest logit B = {max(max(b) for b in evidence['logit_bound']):.3g}, smallest sigma_min = "
             f"{min(evidence['sigma_min_over_sqrt_eps']):.3g} x sqrt(eps); explicit bound "
-            f"{'above every' if holds else 'below some'} "
-            f"offset (smallest margin {min(margins):.3g}); shape test {passes}/{len(shapes)} layers pass")
-    return _judged(text, None, holds and passes == len(shapes), **evidence)
+            f"{'above every' if holds else 'below some'} offset (smallest margin {min(evidence['margins']):.3g}); "
+            f"{shape[0]}")
+    return _judged(text, shape[1], holds and shape[2], **evidence)
 
 
 def _relay_logs(s):
-    entries = [e for r in s["bound_check"]["rows"] for e in r["shape"]]
-    if not entries or any("error" in e for e in entries):
+    shape = _shape_test([e for r in s["bound_check"]["rows"] for e in r["shape"]])
+    if shape is None:
         return _unmeasured("shape check could not be fitted")
-    worst = max(entries, key=lambda e: e["slope"])
-    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
-            f"{sum(e['passes'] for e in entries)}/{len(entries)} layers pass")
-    interval = [round(v, 3) for v in worst["interval"]] if worst["interval"][0] is not None else None
-    return _judged(text, interval, all(e["passes"] for e in entries), slopes=[e["slope"] for e in entries],
-                   intervals=[e["interval"] for e in entries])
+    text, interval, ok, evidence = shape
+    return _judged(text, interval, ok, **evidence)
 
 
 def _dilution_alpha(prompt_len: int, t_range: list) -> float:
