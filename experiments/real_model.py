@@ -164,15 +164,16 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     windows = nh.text_prompt_pairs(text, 3, p["dynamics_windows"], 1, p["dynamics_len"]).continuations
 
     meta = dict(checkpoint=CHECKPOINT, text="held-out part of the embedded stdlib corpus, model tokenizer")
-    trained = measure_model(model, pairs, out / "trained", floor_pairs=1, fit_kwargs=_fits(p), meta=meta)
+    # The vocabulary projection (49152 x 576 per token) only at the log-spaced t: KL's half-life reads bins of log t.
+    measure = dict(floor_pairs=1, kl_positions="log", fit_kwargs=_fits(p))
+    trained = measure_model(model, pairs, out / "trained", meta=meta, **measure)
     inits, floors, curves, init0 = [], [], [], None
     for seed in p["init_seeds"]:
         init = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
         if init0 is None:
             init0 = init  # the first seed's model: the side measures run on it
         sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
-        summary = measure_model(init, sub, out / f"init_seed{seed}", floor_pairs=1, fit_kwargs=_fits(p),
-                                meta=dict(meta, init_seed=seed))
+        summary = measure_model(init, sub, out / f"init_seed{seed}", meta=dict(meta, init_seed=seed), **measure)
         with np.load(out / f"init_seed{seed}" / "offsets.npz") as data:
             curves.append(data["l2"])
             floors.append(data["floor"])
@@ -283,7 +284,7 @@ def draw(out: Path) -> None:
     for name, path, color in (("trained", out / "trained" / "offsets.npz", "C0"),
                               (panels[1][0], panels[1][1], "C1")):
         with np.load(path) as data:
-            ax_txt.loglog(data["t"], np.maximum(data["kl"], 1e-12).mean(0), color=color, label=name)
+            ax_txt.loglog(data["kl_t"], np.maximum(data["kl"], 1e-12).mean(0), color=color, label=name)
     ax_txt.set(xlabel="continuation position t", ylabel="KL, nats", title=f"text prompt pairs, P = {p['prompt_len']}")
     ax_txt.legend(fontsize=8)
     fig.tight_layout()

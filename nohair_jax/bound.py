@@ -42,7 +42,7 @@ from nohair_jax.fit import fit_power_law, summary_curve
 from nohair_jax.model import Transformer
 from nohair_jax.offsets import check_pairs, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 from nohair_jax.theory import bound as theory
 
 __all__ = [
@@ -356,8 +356,9 @@ def check_bound(
         summary["coefficients"] = {key: bounds[key] for key in ("a", "b", "C", "t0")}
         summary["explicit"] = explicit_check(off.l2, bounds["recursion"], bounds["closed"])
         arrays.update(recursion=bounds["recursion"], closed=bounds["closed"])
-    save_npz(out_dir / "bound.npz", **arrays)
-    save_json(out_dir / "bound.json", summary)
+    with written_together():
+        save_npz(out_dir / "bound.npz", **arrays)
+        save_json(out_dir / "bound.json", summary)
     draw_bound(out_dir)
     return load_json(out_dir / "bound.json")
 

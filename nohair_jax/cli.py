@@ -27,6 +27,9 @@ theory's threshold, write ``summary.json``, ``series.npz``, ``measures.png`` and
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -34,11 +37,20 @@ from pathlib import Path
 from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
 
 
-def _positive_int(text: str) -> int:
+def _int32(text: str) -> int:
+    """A whole number that fits in 32 bits: larger sizes and seeds are typos, and would reach JAX
+    as integers it cannot convert."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not -(2**31) <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"expected a whole number of magnitude below 2^31, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _int32(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
@@ -81,14 +93,14 @@ def _add_model_args(p: argparse.ArgumentParser, *, title: str, position: str) ->
     g.add_argument("--position", choices=POSITION_KINDS, default=position, help=f"position encoding (default {position})")
     g.add_argument("--logit-bias", type=float, default=None, metavar="GAMMA",
                    help="add the dilution-cancelling prompt logit bias with strength GAMMA (docs/definitions.md)")
-    g.add_argument("--seed", type=int, default=0, help="parameter initialisation seed (default 0)")
+    g.add_argument("--seed", type=_int32, default=0, help="parameter initialisation seed (default 0)")
 
 
 def _add_pair_args(g, *, length: int, pairs: int) -> None:
     g.add_argument("--prompt-len", type=_positive_int, default=16, help="prompt length P in tokens (default 16)")
     g.add_argument("--length", type=_positive_int, default=length, help=f"continuation length T in tokens (default {length})")
     g.add_argument("--pairs", type=_positive_int, default=pairs, help=f"number of prompt pairs (default {pairs})")
-    g.add_argument("--pair-seed", type=int, default=1, help="seed of the prompt pairs (default 1)")
+    g.add_argument("--pair-seed", type=_int32, default=1, help="seed of the prompt pairs (default 1)")
 
 
 def _add_source_args(p: argparse.ArgumentParser) -> None:
@@ -113,11 +125,23 @@ def _model_config(args, total_len: int, prompt_len: int | None = None) -> Transf
     ``prompt_len`` tokens (default ``--prompt-len``)."""
     prompt_len = args.prompt_len if prompt_len is None else prompt_len
     bias = None if args.logit_bias is None else PromptLogitBias(prompt_len, args.logit_bias)
-    return TransformerConfig(
+    return _fits_in_memory(TransformerConfig(
         d_model=args.d_model, n_heads=args.heads, n_kv_heads=args.kv_heads, n_layers=args.depth, mlp=args.mlp,
         norm=args.norm, norm_placement=args.norm_placement, position=args.position, max_len=total_len,
         prompt_logit_bias=bias,
-    )
+    ))
+
+
+def _fits_in_memory(cfg: TransformerConfig) -> TransformerConfig:
+    """``cfg``, or ValueError if its parameters alone exceed this machine's memory (a typo such as
+    ``--depth 99999999`` would otherwise build layers for hours before running out)."""
+    need = cfg.n_parameters * {"float64": 8, "float32": 4}.get(cfg.dtype, 2)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise ValueError(f"a model of {cfg.n_layers} layers, d_model {cfg.d_model} and max_len {cfg.max_len} has "
+                         f"{cfg.n_parameters:,} parameters ({need / 2**30:,.1f} GiB), more than this machine's "
+                         f"{have / 2**30:.1f} GiB of memory")
+    return cfg
 
 
 def _fits_table(summary: dict) -> str:
@@ -220,7 +244,8 @@ def cmd_offsets(args) -> int:
 
     def job(model, pairs, meta):
         fit_kwargs = dict(t_min=args.fit_t_min, n_boot=args.n_boot)
-        return measure_model(model, pairs, args.out, float64=args.float64, fit_kwargs=fit_kwargs, meta=meta)
+        return measure_model(model, pairs, args.out, float64=args.float64, kl_positions=None if args.kl_at == "every" else "log",
+                             fit_kwargs=fit_kwargs, meta=meta)
 
     return _on_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png")
 
@@ -269,13 +294,15 @@ def cmd_train(args) -> int:
 def cmd_sweep(args) -> int:
     import jax
 
-    from nohair_jax.sweep import SweepGrid, run_sweep, sweep_table
+    from nohair_jax.sweep import SweepGrid, cell_config, run_sweep, sweep_table
 
     grid = SweepGrid(
         depths=args.depths, widths=args.widths, prompt_lens=args.prompt_lens, lengths=args.lengths,
         positions=args.positions, logit_bias=args.bias, seeds=tuple(range(args.seeds)), n_pairs=args.pairs,
         pair_seed=args.pair_seed, fit_t_min=args.fit_t_min, n_boot=args.n_boot,
     )
+    for cell in grid.cells():
+        _fits_in_memory(cell_config(cell, grid))
     start = time.perf_counter()
     print(f"sweeping {len(grid.cells())} cells of {args.seeds} seeds x {args.pairs} pairs on "
           f"{jax.device_count()} device(s) into {args.out}", flush=True)
@@ -317,8 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("measurement")
     _add_pair_args(g, length=2048, pairs=16)
     g.add_argument("--float64", action="store_true", help="measure in float64 (no float32 noise floor)")
+    g.add_argument("--kl-at", choices=("every", "log"), default="every",
+                   help="next-token KL at every t (default) or at log-spaced t only (every t to 32, then 32 per decade): "
+                        "the vocabulary projection, the costliest product of a large-vocabulary model, at those t only")
     g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
-    g.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the interval (default 1000)")
+    g.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the interval (default 1000)")
     g.add_argument("--out", default="results/offsets", help="output folder (default results/offsets)")
     p.set_defaults(func=cmd_offsets)
 
@@ -327,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(p)
     g = p.add_argument_group("measurement")
     _add_pair_args(g, length=512, pairs=8)
-    g.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the shape check (default 1000)")
+    g.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the shape check (default 1000)")
     g.add_argument("--out", default="results/bound", help="output folder (default results/bound)")
     p.set_defaults(func=cmd_bound)
 
@@ -340,14 +370,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=_positive_int, default=16, help="windows per step (default 16)")
     g.add_argument("--context", type=_positive_int, default=256, help="training context in bytes (default 256)")
     g.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
-    g.add_argument("--warmup", type=int, default=100, help="warm-up steps (default 100)")
+    g.add_argument("--warmup", type=_int32, default=100, help="warm-up steps (default 100)")
     g.add_argument("--eval-every", type=_positive_int, default=100, help="held-out evaluation cadence (default 100)")
     g.add_argument("--checkpoint-every", type=_positive_int, default=100, help="checkpoint cadence (default 100)")
     g.add_argument("--log-every", type=_positive_int, default=10, help="loss logging cadence (default 10)")
     g.add_argument("--fresh", action="store_true", help="start over instead of resuming from --out's last checkpoint")
     g.add_argument("--out", default="results/train", help="run folder (default results/train)")
     g = p.add_argument_group("alpha while training (prompt pairs cut from held-out text)")
-    g.add_argument("--measure-every", type=int, default=0, metavar="STEPS", help="measure alpha every STEPS steps (default: never)")
+    g.add_argument("--measure-every", type=_int32, default=0, metavar="STEPS", help="measure alpha every STEPS steps (default: never)")
     _add_pair_args(g, length=1024, pairs=8)
     p.set_defaults(func=cmd_train)
 
@@ -364,9 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("measurement")
     g.add_argument("--seeds", type=_positive_int, default=4, help="initialisation seeds 0..N-1 per cell (default 4)")
     g.add_argument("--pairs", type=_positive_int, default=8, help="random-token prompt pairs per cell (default 8)")
-    g.add_argument("--pair-seed", type=int, default=1, help="seed of the prompt pairs (default 1)")
+    g.add_argument("--pair-seed", type=_int32, default=1, help="seed of the prompt pairs (default 1)")
     g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
-    g.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for the interval (default 1000)")
+    g.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the interval (default 1000)")
     g.add_argument("--batch-size", type=_positive_int, default=1,
                    help="(seed, pair) items vmapped together per device (default 1: fastest on CPUs)")
     g.add_argument("--out", default="results/sweep", help="sweep folder (default results/sweep)")
@@ -375,16 +405,16 @@ def build_parser() -> argparse.ArgumentParser:
     # Sizes are plain numbers here and checked by token_dynamics.gain_sweep: one error line each.
     p = sub.add_parser("dynamics", help="consensus of random attention particle systems against the control gain")
     g = p.add_argument_group("particle systems (tokens on the sphere, every entry of Q, K, V iid N(0, 1))")
-    g.add_argument("--draws", type=int, default=128, help="random (Q, K, V, x0) draws (default 128)")
-    g.add_argument("--n", type=int, default=16, help="tokens per system (default 16)")
-    g.add_argument("--d", type=int, default=3, help="dimension: tokens on the sphere S^(d-1) (default 3)")
-    g.add_argument("--heads", type=int, default=1, help="attention heads; the drift is their mean (default 1)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    g.add_argument("--draws", type=_int32, default=128, help="random (Q, K, V, x0) draws (default 128)")
+    g.add_argument("--n", type=_int32, default=16, help="tokens per system (default 16)")
+    g.add_argument("--d", type=_int32, default=3, help="dimension: tokens on the sphere S^(d-1) (default 3)")
+    g.add_argument("--heads", type=_int32, default=1, help="attention heads; the drift is their mean (default 1)")
+    g.add_argument("--seed", type=_int32, default=0, help="seed of the draws (default 0)")
     g = p.add_argument_group("control and integration (gain in units of ||V||_2, time in units of 1 / ||V||_2)")
     g.add_argument("--gain", type=float, nargs="+", default=[0.0, 0.1, 1.0, 10.0],
                    help="gains of the control u = gain (e_1 - x); 0 is attention alone; theory threshold 1 "
                         "(default 0 0.1 1 10)")
-    g.add_argument("--steps", type=int, default=1000, help="RK4 steps (default 1000)")
+    g.add_argument("--steps", type=_int32, default=1000, help="RK4 steps (default 1000)")
     g.add_argument("--dt", type=float, default=0.02, help="step (default 0.02)")
     g.add_argument("--eps", type=float, default=0.1, help="consensus tolerance on the diameter (default 0.1)")
     g.add_argument("--out", default="results/dynamics", help="output folder (default results/dynamics)")
@@ -413,8 +443,17 @@ def main(argv: list[str] | None = None) -> int:
             why = "exists and is not a folder" if existing == Path(out) else f"cannot be a folder: {str(existing)!r} is a file"
             print(f"nohair {args.command}: error: --out {str(out)!r} {why}", file=sys.stderr)
             return 2
+    from nohair_jax.results import FolderBusyError, folder_lock
+
     try:
-        return args.func(args)
+        with folder_lock(out) if out is not None else contextlib.nullcontext():  # one writer per --out
+            return args.func(args)
+    except FolderBusyError as err:
+        print(f"nohair {args.command}: error: --out {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C: finished results are whole (every file is written atomically)
+        print(f"\nnohair {args.command}: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
     except ValueError as err:  # bad input: one clear line naming the value, not a traceback
         print(f"nohair {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -422,7 +461,44 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {err.filename}" if err.filename else ""
         print(f"nohair {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
+    except Exception as err:  # sizes this machine cannot hold: numpy's MemoryError, XLA's out of memory
+        if not (isinstance(err, (MemoryError, OverflowError)) or "out of memory" in str(err).lower()):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"nohair {args.command}: error: too large for this machine ({first}); choose smaller sizes", file=sys.stderr)
+        return 2
+
+
+_FINALISERS = ("__del__", "_xla_gc_callback")  # where Python reports a KeyboardInterrupt and drops it
+
+
+def _interrupt(signum, frame) -> None:
+    """SIGINT: KeyboardInterrupt, but never inside a finaliser or JAX's garbage-collection callback,
+    where Python prints it as an ignored exception with a traceback and the run goes on; there it is
+    retried 10 ms later (SIGALRM, this same handler)."""
+    for _ in range(4):  # the innermost frames: a finaliser runs on top of whatever was running
+        if frame is None:
+            break
+        if frame.f_code.co_name in _FINALISERS:
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            return
+        frame = frame.f_back
+    raise KeyboardInterrupt
+
+
+def console() -> None:
+    """The ``nohair`` program: ``main`` with its exit code. After Ctrl-C (130) it exits at once,
+    once every ``finally`` has run: an interpreter teardown with a background checkpoint writer
+    stopped mid-save (orbax's event loop) could print a traceback from a finaliser, or wait on it."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGALRM, _interrupt)
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code == 130:
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -147,5 +147,16 @@ class TransformerConfig:
         """Norms in forward order: (attention, MLP) per block, then the final norm if any."""
         return 2 * self.n_layers + int(self.final_norm)
 
+    @property
+    def n_parameters(self) -> int:
+        """The model's parameter count, from the config alone (before any array is made)."""
+        d, hd, bias, qkv_bias = self.d_model, self.head_dim, self.bias, self.bias if self.qkv_bias is None else self.qkv_bias
+        norm = d * (1 + (bias and self.norm == "layernorm"))
+        attn = (d + qkv_bias) * (self.n_heads + 2 * self.kv_heads) * hd + (self.n_heads * hd + bias) * d
+        mlp = (1 + (self.mlp == "swiglu")) * (d + bias) * self.mlp_width + (self.mlp_width + bias) * d
+        tables = (self.vocab_size + self.max_len * (self.position == "learned")) * d
+        return (self.n_layers * (attn + mlp + 2 * norm) + tables + norm * self.final_norm
+                + self.vocab_size * d * (not self.tied_embeddings))
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -481,8 +481,9 @@ class HalfLife:
                     n_pairs=self.n_pairs)
 
 
-def kl_half_life(kl, *, threshold=0.01, bins_per_decade=8, n_boot=1000, confidence=0.95, seed=0) -> HalfLife:
-    """The prompt half-life of next-token KL curves ``kl [n_pairs, T]`` (t = 1..T, nats).
+def kl_half_life(kl, *, t=None, threshold=0.01, bins_per_decade=8, n_boot=1000, confidence=0.95, seed=0) -> HalfLife:
+    """The prompt half-life of next-token KL curves ``kl [n_pairs, K]`` (nats) at positions ``t``
+    int [K], increasing from 1 (None: every t = 1..K; ``Offsets.kl_t`` for a sparse measurement).
 
     The mean over pairs is averaged in log-spaced bins of t (edges from t = 1, ``bins_per_decade``
     per decade). From the bin where it peaks (the first tokens after a prompt may be template
@@ -493,12 +494,14 @@ def kl_half_life(kl, *, threshold=0.01, bins_per_decade=8, n_boot=1000, confiden
     kl = np.asarray(kl, dtype=np.float64)
     if kl.ndim != 2 or kl.shape[1] < 2:
         raise ValueError(f"kl must have shape [n_pairs, T] with T >= 2, got {kl.shape}")
+    t = np.arange(1, kl.shape[1] + 1) if t is None else _check_t(t)
+    _check_last_axis(t, kl, "kl")
     if not np.isfinite(kl).all():
         raise ValueError("kl holds non-finite values")
     if not threshold > 0:
         raise ValueError(f"threshold must be > 0 nats, got {threshold!r}")
-    length = kl.shape[1]
-    t_bin, kl_bin = log_binned(np.arange(1, length + 1), kl, t_min=1, t_max=length, bins_per_decade=bins_per_decade)
+    length = int(t[-1])
+    t_bin, kl_bin = log_binned(t, kl, t_min=1, t_max=length, bins_per_decade=bins_per_decade)
 
     def crossings(curve: np.ndarray) -> tuple[float | None, float | None]:
         peak = int(np.argmax(curve))

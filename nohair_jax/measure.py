@@ -16,14 +16,18 @@ from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.offsets import measure_noise_floor, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
 from nohair_jax.plots import offsets_figure
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 
 
-def untrained_model(depth: int, *, d_model: int = 128, max_len: int = 1024, seed: int = 0, **config) -> Transformer:
-    """The experiments' default architecture at random init: pre-LN, learned positions, GELU,
-    one head per 32 features; ``config`` overrides any other ``TransformerConfig`` field."""
-    cfg = TransformerConfig(d_model=d_model, n_heads=max(1, d_model // 32), n_layers=depth, max_len=max_len, **config)
-    return Transformer(cfg, rngs=nnx.Rngs(seed))
+def untrained_config(depth: int, *, d_model: int = 128, max_len: int = 1024, **config) -> TransformerConfig:
+    """The experiments' default architecture: pre-LN, learned positions, GELU, one head per 32
+    features; ``config`` overrides any other ``TransformerConfig`` field."""
+    return TransformerConfig(d_model=d_model, n_heads=max(1, d_model // 32), n_layers=depth, max_len=max_len, **config)
+
+
+def untrained_model(depth: int, *, seed: int = 0, **config) -> Transformer:
+    """``untrained_config(depth, **config)`` at random init from ``seed``."""
+    return Transformer(untrained_config(depth, **config), rngs=nnx.Rngs(seed))
 
 
 def fit_layers(t: np.ndarray, l2: np.ndarray, floor: np.ndarray | None, **fit_kwargs) -> list[dict]:
@@ -57,6 +61,7 @@ def measure_model(
     out_dir: str | Path,
     *,
     float64: bool = False,
+    kl_positions=None,
     floor_pairs: int = 2,
     fit_kwargs: dict | None = None,
     meta: dict | None = None,
@@ -64,7 +69,8 @@ def measure_model(
 ) -> dict:
     """Measure, fit, save and draw; returns the contents of ``fit.json``.
 
-    Writes into ``out_dir``: ``offsets.npz`` (t, l2, relative, kl, norm, floor, prompt_len, fit_window),
+    Writes into ``out_dir``: ``offsets.npz`` (t, l2, relative, kl, kl_t, norm, floor, prompt_len, fit_window;
+    kl [n_pairs, K] at the positions kl_t, every t unless ``kl_positions``, as in ``prompt_pair_offsets``),
     ``fit.json`` (model config, fit settings, ``meta``, one fit per layer, where the floor was, the
     next-token KL's half-life ``fit.kl_half_life``)
     and ``offsets.png``. The noise floor is measured against float64 on ``floor_pairs`` pairs;
@@ -72,15 +78,14 @@ def measure_model(
     """
     out_dir = Path(out_dir)
     fit_kwargs = dict(fit_kwargs or {})
-    off = prompt_pair_offsets(model, *pairs, float64=float64, progress=progress)
+    off = prompt_pair_offsets(model, *pairs, float64=float64, kl_positions=kl_positions, progress=progress)
     floor = None if float64 else measure_noise_floor(model, *pairs, n_pairs=floor_pairs, measured=off)
     fits = fit_layers(off.t, off.l2, floor, **fit_kwargs)
 
-    arrays = dict(t=off.t, l2=off.l2, relative=off.relative, kl=off.kl, norm=off.norm, prompt_len=off.prompt_len,
-                  fit_window=fit_windows(fits))
+    arrays = dict(t=off.t, l2=off.l2, relative=off.relative, kl=off.kl, kl_t=off.kl_t, norm=off.norm,
+                  prompt_len=off.prompt_len, fit_window=fit_windows(fits))
     if floor is not None:
         arrays["floor"] = floor
-    save_npz(out_dir / "offsets.npz", **arrays)
     summary = {
         "model": model.config.to_dict(),
         "n_pairs": int(off.l2.shape[0]),
@@ -91,9 +96,12 @@ def measure_model(
         "noise_floor": "not measured (float64 run)" if floor is None else f"float32 vs float64 on {floor_pairs} pairs",
         "meta": meta or {},
         "fits": fits,
-        "kl_half_life": kl_half_life(off.kl, n_boot=fit_kwargs.get("n_boot", 1000)).to_dict(),
+        "kl_positions": "every t" if kl_positions is None else f"{off.kl_t.size} of {off.t.size} t",
+        "kl_half_life": kl_half_life(off.kl, t=off.kl_t, n_boot=fit_kwargs.get("n_boot", 1000)).to_dict(),
     }
-    save_json(out_dir / "fit.json", summary)
+    with written_together():  # a failed write (a full disk) leaves the previous pair whole
+        save_npz(out_dir / "offsets.npz", **arrays)
+        save_json(out_dir / "fit.json", summary)
     draw_offsets(out_dir)
     return summary
 

@@ -296,5 +296,6 @@ def measure_noise_floor(
     a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
     keep = slice(0, max(1, min(n_pairs, a.shape[0])))
     low = (measured.l2 if measured is not None else prompt_pair_offsets(model, a[keep], b[keep], c[keep]).l2)[keep]
-    ref = prompt_pair_offsets(model, a[keep], b[keep], c[keep], float64=True).l2
+    # The floor reads l2 only: the float64 run projects onto the vocabulary at one position, not at every t.
+    ref = prompt_pair_offsets(model, a[keep], b[keep], c[keep], float64=True, kl_positions=[c.shape[1]]).l2
     return np.stack([noise_floor_curve(low[:, layer], ref[:, layer]) for layer in range(low.shape[1])])

@@ -85,7 +85,7 @@ PART_NAMES = tuple(p.name for p in PARTS)
 PLANS: dict[str, dict[str, tuple[str, dict]]] = {
     "tiny": {name: ("smoke", {}) for name in PART_NAMES},
     "quick": {
-        "real_model": ("quick", {}),
+        "real_model": ("quick", dict(length=512)),  # T 1024 (its own quick profile) alone took about 5 minutes
         "relay_model": ("quick", {}),
         "untrained_alpha": ("quick", dict(depths=(1, 2, 4), length=1024, n_pairs=8)),
         "untrained_vs_relay": ("quick", dict(length=2048)),

@@ -1,13 +1,16 @@
-"""Result files written whole or not at all.
+"""Result files written whole or not at all, by one writer per folder.
 
 Every writer goes through a temporary file in the destination folder and an atomic rename, so an
-interrupted run never leaves a half-written result that a later run or a reader would trust.
+interrupted run never leaves a half-written result that a later run or a reader would trust;
+``written_together`` makes several files one result set (a full disk leaves the old set whole);
+``folder_lock`` keeps a second process out of a folder that one is writing.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import glob
 import json
 import math
@@ -40,12 +43,16 @@ def _remove_stale_temporaries(path: Path) -> None:
             stale.unlink(missing_ok=True)
 
 
+_GROUPS: list[list[tuple[str, Path]]] = []  # open ``written_together`` blocks, innermost last
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
 
     The temporary file's name carries the writer's pid: a write killed outright (SIGKILL, where no
     ``finally`` runs) leaves it behind, and the next successful write of ``path`` removes it.
+    Inside ``written_together`` the rename waits for the end of that block.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,11 +61,89 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private; results are not
+        if _GROUPS:
+            _GROUPS[-1].append((tmp, path))
+            return
         os.replace(tmp, path)
         _remove_stale_temporaries(path)
     finally:
-        if os.path.exists(tmp):
+        if not (_GROUPS and (tmp, path) in _GROUPS[-1]) and os.path.exists(tmp):
             os.remove(tmp)
+
+
+@contextlib.contextmanager
+def written_together() -> Iterator[None]:
+    """Files written (through ``atomic_path``) inside the block replace their old versions together
+    at its end, or, if anything in the block fails (a full disk, say), none of them does.
+
+    For result sets read as one (an NPZ and the JSON that describes it): a failed write leaves
+    the previous set whole, never a new NPZ beside an old JSON. The renames themselves need no
+    space, so only a crash between them could split a set.
+    """
+    _GROUPS.append([])
+    try:
+        yield
+    except BaseException:
+        for tmp, _ in _GROUPS.pop():
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        raise
+    for tmp, path in _GROUPS.pop():
+        if _GROUPS:  # nested: the outer block decides
+            _GROUPS[-1].append((tmp, path))
+            continue
+        os.replace(tmp, path)
+        _remove_stale_temporaries(path)
+
+
+class FolderBusyError(RuntimeError):
+    """Another live process holds the folder's lock."""
+
+
+LOCK_NAME = ".nohair.lock"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``folder/.nohair.lock`` exclusively while the block runs: one writer per folder.
+
+    A second process entering the same folder gets ``FolderBusyError`` naming the holder's pid,
+    at once (it never waits, never interleaves files). The lock is the kernel's (``flock``), so a
+    holder killed outright releases it with its last file descriptor; the lock file is removed
+    on exit, and folders this call created are removed again if the block left them empty.
+    """
+    folder = Path(folder)
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise FolderBusyError(f"{str(folder)!r} is in use by another nohair process (pid {holder}); "
+                                  "wait for it to finish or choose another --out") from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:  # the previous holder removed the file between our open and flock
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield folder
+    finally:
+        os.unlink(path)  # before the unlock: a process that opens the name from now on gets a new file
+        os.close(fd)
+        for p in created:  # innermost first
+            try:
+                p.rmdir()
+            except OSError:  # not empty: the run wrote results there
+                break
 
 
 def _jsonable(x: Any) -> Any:

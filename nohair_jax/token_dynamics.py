@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from nohair_jax.dynamics import cluster_control, diameter, distance_to, drift_bound, mean_cosine, n_clusters, simulate
 from nohair_jax.model import Attention, Transformer
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 
 QUANTILES = (0.1, 0.5, 0.9)
 # RK4 is stable on dx/ds = -r x for r ds up to about 2.785; stay clear of the edge.
@@ -348,8 +348,9 @@ def gain_sweep(out_dir, *, gains, draws: int, n: int, d: int, heads: int = 1, st
     settings = dict(gains=gains, draws=draws, n=n, d=d, heads=heads, steps=steps, dt=dt, horizon=steps * dt,
                     eps=eps, seed=seed, units="gain in units of drift_bound(V), time in units of 1 / drift_bound(V)")
     summary = dict(settings=settings, meta=meta or {}, rows=rows, transition=transition(rows))
-    save_series(out_dir / "series.npz", series)
-    save_json(out_dir / "summary.json", summary)
+    with written_together():
+        save_series(out_dir / "series.npz", series)
+        save_json(out_dir / "summary.json", summary)
     draw_sweep(out_dir)
     return load_json(out_dir / "summary.json")
 
@@ -541,7 +542,8 @@ def threshold_figure(summary: dict) -> Figure:
     ax_d.legend(fontsize=7)
     ax_f.plot(g, [r["reached"] for r in ctrl], "o-")
     ax_f.set(ylabel=f"fraction with final diameter < {s['eps']}", ylim=(-0.02, 1.02))
-    ax_f.legend(fontsize=7)
+    if free is not None:  # its only labelled line
+        ax_f.legend(fontsize=7)
     ax_c.plot(g, [r["final_clusters"]["median"] for r in ctrl], "o-")
     ax_c.set(ylabel="final clusters at eps (median)")
     fig.suptitle(f"{s['draws']} random (Q, K, V), n = {s['n']} tokens on S^{s['d'] - 1}, {s['heads']} head(s)")

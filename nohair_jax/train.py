@@ -306,7 +306,6 @@ def train(
         (out_dir / "history.json").unlink(missing_ok=True)
     elif (out_dir / "config.json").exists():
         _check_same_run(load_json(out_dir / "config.json"), run_config, out_dir)
-    save_json(out_dir / "config.json", run_config)
 
     graphdef, params = nnx.split(Transformer(model_config, rngs=nnx.Rngs(cfg.seed)))
     tx = optimizer(cfg)
@@ -314,6 +313,8 @@ def train(
     params, opt_state = jax.device_put((params, tx.init(params)), jax.devices()[0])
     schedule = lr_schedule(cfg)
     heldout_windows = eval_windows(corpus.heldout, cfg.context, cfg.eval_batches * cfg.batch_size)
+    batch_windows(corpus.train, cfg.seed, 0, cfg.batch_size, cfg.context)  # sizes that cannot be held fail here
+    save_json(out_dir / "config.json", run_config)  # only now: a run refused above leaves no file
     history: list[dict] = []
 
     with _checkpoint_manager(out_dir, cfg.keep_checkpoints) as manager:

@@ -1,5 +1,6 @@
 """`nohair offsets` end to end on a tiny model: files, consistency, clear errors."""
 
+import contextlib
 import json
 
 import numpy as np
@@ -29,6 +30,20 @@ def test_offsets_command_writes_consistent_results(tmp_path, capsys):
             assert f"{fit['alpha']:6.3f}" in printed
 
 
+def test_offsets_command_with_kl_at_log_positions(tmp_path):
+    """--kl-at log: the KL only at log_positions(T), the offsets exactly those of the every-t run."""
+    from nohair_jax.offsets import log_positions
+
+    assert main(["offsets", *TINY, "--out", str(tmp_path / "every")]) == 0
+    assert main(["offsets", *TINY, "--kl-at", "log", "--out", str(tmp_path / "log")]) == 0
+    with np.load(tmp_path / "every" / "offsets.npz") as every, np.load(tmp_path / "log" / "offsets.npz") as log:
+        np.testing.assert_array_equal(log["kl_t"], log_positions(200))
+        assert log["kl"].shape == (4, log_positions(200).size)
+        np.testing.assert_array_equal(log["l2"], every["l2"])
+        np.testing.assert_allclose(log["kl"], every["kl"][:, log["kl_t"] - 1], rtol=1e-5, atol=1e-9)
+    assert json.loads((tmp_path / "log" / "fit.json").read_text())["kl_positions"] == f"{log_positions(200).size} of 200 t"
+
+
 def test_bad_value_is_one_clear_line_and_no_files(tmp_path, capsys):
     out = tmp_path / "bad"
     code = main(["offsets", *TINY, "--logit-bias", "nan", "--out", str(out)])
@@ -36,6 +51,42 @@ def test_bad_value_is_one_clear_line_and_no_files(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "gamma must be finite, got nan" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_full_disk_leaves_the_previous_results_whole_and_says_so(tmp_path, capsys, monkeypatch):
+    """ENOSPC (simulated) while a second run writes fit.json: one line naming the file, exit 2, and
+    the first run's offsets.npz, fit.json and figure byte for byte, with no temporary file left."""
+    import errno
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    assert main(["offsets", *TINY, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    write_text = Path.write_text
+
+    def full_disk(self, *args, **kwargs):
+        if "fit.json" in self.name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    capsys.readouterr()
+    assert main(["offsets", *TINY, "--pair-seed", "7", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "fit.json" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--length", "99999999999"], "expected a whole number of magnitude below 2^31, got 99999999999"),
+    (["--depth", "2000000000"], "GiB of memory"),  # its parameters alone exceed any machine's memory
+])
+def test_sizes_this_machine_cannot_hold_are_refused_before_any_work(tmp_path, capsys, args, message):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) if "2^31" in message else contextlib.nullcontext():
+        assert main(["offsets", *TINY, *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and not out.exists()
 
 
 def test_argument_errors_exit_2(capsys):

@@ -383,6 +383,22 @@ def test_kl_half_life_interval_over_pairs_and_none_for_one_pair():
     assert kl_half_life(curves[:1]).ci is None
 
 
+def test_kl_half_life_at_log_spaced_positions():
+    """KL measured only at ``log_positions`` (every t to 32, then 32 per decade): 1 / t still halves
+    at t = 2, and falls below 0.01 first in the bin [100, 133.4), now the geometric mean of the
+    positions measured there; a kl whose length does not match t is refused."""
+    from nohair_jax.fit import kl_half_life
+    from nohair_jax.offsets import log_positions
+
+    t = log_positions(1024)
+    half = kl_half_life((1.0 / t)[None], t=t, n_boot=0)
+    in_bin = t[(t >= 100) & (t < 100 * 10 ** (1 / 8))]
+    assert in_bin.size >= 2 and half.t == 2.0 and half.length == 1024
+    assert half.t_below == pytest.approx(np.exp(np.log(in_bin).mean()))
+    with pytest.raises(ValueError, match="must match t"):
+        kl_half_life(np.ones((2, 10)), t=t)
+
+
 @pytest.mark.parametrize("bad", [np.ones(8), np.ones((2, 1)), np.full((2, 8), np.nan)])
 def test_kl_half_life_refuses_bad_input(bad):
     from nohair_jax.fit import kl_half_life

@@ -152,6 +152,12 @@ def test_reference_reads_every_parameter(case):
     assert case["reader"].used == case["reader"].names
 
 
+def test_parameter_count_from_the_config_alone(case):
+    """``TransformerConfig.n_parameters`` (arithmetic on the config) against the built model's arrays."""
+    model = Transformer(case["cfg"], rngs=nnx.Rngs(0))
+    assert case["cfg"].n_parameters == sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
 def test_float64_matches_reference(case):
     """Model built as float64 (``dtype="float64"`` in the config) against the reference at 1e-10."""
     with jax.enable_x64(True):

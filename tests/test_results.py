@@ -83,3 +83,78 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
     with atomic_path(target) as tmp:
         tmp.write_bytes(b"whole")
     assert target.read_bytes() == b"whole" and not left.exists() and live.exists()
+
+
+def test_files_written_together_replace_their_old_versions_together_or_not_at_all(tmp_path):
+    """A failure inside ``written_together`` (here a full disk on the second file) leaves both old
+    files as they were and no temporary file; a block that succeeds replaces both."""
+    import errno
+
+    from nohair_jax.results import written_together
+
+    npz, js = tmp_path / "offsets.npz", tmp_path / "fit.json"
+    save_npz(npz, x=np.zeros(3))
+    save_json(js, {"v": 0})
+    before = npz.read_bytes(), js.read_bytes()
+    with pytest.raises(OSError, match="No space"):
+        with written_together():
+            save_npz(npz, x=np.ones(3))
+            with atomic_path(js) as tmp:
+                tmp.write_text("{\"v\"")
+                raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+    assert (npz.read_bytes(), js.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json", "offsets.npz"]
+    with written_together():
+        save_npz(npz, x=np.ones(3))
+        save_json(js, {"v": 1})
+        assert npz.read_bytes() == before[0]  # nothing replaced before the block ends
+    assert load_json(js) == {"v": 1} and np.load(npz)["x"].tolist() == [1, 1, 1]
+
+
+def _hold_lock(folder: Path):
+    """A subprocess holding ``folder_lock(folder)`` until killed; returns it once the lock is held."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from nohair_jax.results import folder_lock\n"
+            f"with folder_lock({str(folder)!r}):\n"
+            "    print('held', flush=True); time.sleep(120)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_second_writer_into_the_same_out_is_refused_in_one_line(tmp_path, capsys):
+    """Two processes, one --out: the second refuses at once, naming the holder's pid, and writes
+    nothing; once the holder is killed outright (SIGKILL: the kernel drops its lock) a run succeeds
+    and leaves no lock file."""
+    import signal
+
+    from nohair_jax.cli import main
+    from nohair_jax.results import LOCK_NAME
+
+    out = tmp_path / "run"
+    args = ["dynamics", "--gain", "1", "--draws", "2", "--n", "4", "--d", "3", "--steps", "20", "--out", str(out)]
+    holder = _hold_lock(out)
+    try:
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"is in use by another nohair process (pid {holder.pid})" in err and err.count("\n") == 1
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]  # the holder's lock, nothing of ours
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert main(args) == 0
+    assert (out / "summary.json").exists() and not (out / LOCK_NAME).exists()
+
+
+def test_the_lock_removes_the_folders_it_created_when_nothing_was_written(tmp_path):
+    from nohair_jax.results import folder_lock
+
+    with pytest.raises(ValueError):
+        with folder_lock(tmp_path / "a" / "b"):
+            raise ValueError("bad input")
+    assert not (tmp_path / "a").exists()
+    with folder_lock(tmp_path / "a" / "b"):
+        save_json(tmp_path / "a" / "b" / "x.json", {})
+    assert [p.name for p in (tmp_path / "a" / "b").iterdir()] == ["x.json"]

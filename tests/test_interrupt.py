@@ -1,0 +1,140 @@
+"""Interrupted runs resume to the results of an uninterrupted one, with nothing left behind.
+
+A sweep, a training run and ``nohair reproduce`` are each run once uninterrupted, then in a
+subprocess that is killed outright (SIGKILL) in the middle of writing a result file (the file's
+bytes written, the rename not yet done: ``_KILLER`` below), the sweep and the training run again
+interrupted with SIGINT (Ctrl-C), then rerun to the end. The rerun's results must equal the uninterrupted run's and no
+temporary file may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nohair_jax.cli import main
+
+# Runs `nohair <argv>` and SIGKILLs itself inside the n-th write of a file ending in `suffix`:
+# after the temporary file is written whole, before it is renamed into place.
+_KILLER = """
+import contextlib, os, signal, sys
+from nohair_jax import results
+from nohair_jax.cli import main
+n, suffix, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+plain, seen = results.atomic_path, [0]
+
+@contextlib.contextmanager
+def dying(path):
+    with plain(path) as tmp:
+        yield tmp
+        if str(path).endswith(suffix):
+            seen[0] += 1
+            if seen[0] == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+results.atomic_path = dying
+main(argv)
+"""
+
+
+def _killed_in_write(n: int, suffix: str, argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", _KILLER, str(n), suffix, *argv], capture_output=True, text=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+
+
+def _interrupted_when(argv: list[str], ready) -> None:
+    """Start ``nohair argv``, send SIGINT once ``ready()`` holds: it must end saying how to resume
+    (or have finished). A Ctrl-C that lands inside orbax's checkpoint save makes orbax log its own
+    traceback first, so the last line is what is checked."""
+    proc = subprocess.Popen([sys.executable, "-m", "nohair_jax.cli", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (130, 0), err[-2000:]
+    if proc.returncode == 130:
+        assert err.strip().splitlines()[-1].endswith("interrupted; run the same command again to resume"), err[-2000:]
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob(".*"))
+
+
+def _assert_same_arrays(a: Path, b: Path) -> None:
+    with np.load(a) as x, np.load(b) as y:
+        assert sorted(x) == sorted(y)
+        for key in x:
+            np.testing.assert_array_equal(x[key], y[key], err_msg=f"{a.name}: {key}")
+
+
+SWEEP = ["sweep", "--depths", "1,2", "--widths", "16", "--prompt-lens", "2", "--lengths", "24", "--seeds", "1",
+         "--pairs", "2", "--n-boot", "10", "--fit-t-min", "4"]
+
+
+def test_sweep_killed_mid_write_and_interrupted_resumes_to_the_same_cells(tmp_path):
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    assert main([*SWEEP, "--out", str(ref)]) == 0
+    _killed_in_write(2, ".npz", [*SWEEP, "--out", str(run)])  # inside the second cell's NPZ write
+    assert len(list((run / "cells").glob("*.json"))) == 1 and _temporaries(run)  # one cell kept, one temp left
+    _interrupted_when([*SWEEP, "--out", str(run)], lambda: len(list((run / "cells").glob("*.json"))) >= 2)
+    assert main([*SWEEP, "--out", str(run)]) == 0
+    cells = sorted(p.name for p in (ref / "cells").iterdir())
+    assert cells == sorted(p.name for p in (run / "cells").iterdir()) and len(cells) == 4
+    for name in cells:
+        if name.endswith(".npz"):
+            _assert_same_arrays(ref / "cells" / name, run / "cells" / name)
+        else:
+            a, b = (json.loads((f / "cells" / name).read_text()) for f in (ref, run))
+            assert a.pop("seconds") > 0 and b.pop("seconds") > 0 and a == b  # all but the time taken
+    assert _temporaries(run) == []
+
+
+TRAIN = ["train", "--depth", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--batch-size", "2",
+         "--steps", "12", "--warmup", "2", "--eval-every", "4", "--checkpoint-every", "4", "--log-every", "2"]
+
+
+def _history(folder: Path) -> list[dict]:
+    timing = {"tokens_per_s", "steps_per_s", "wall_s"}
+    return [{k: v for k, v in e.items() if k not in timing} for e in json.loads((folder / "history.json").read_text())["history"]]
+
+
+def test_training_killed_mid_write_and_interrupted_resumes_to_the_same_parameters(tmp_path):
+    from flax import nnx
+
+    from nohair_jax.train import load_trained
+
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    assert main([*TRAIN, "--out", str(ref)]) == 0
+    _killed_in_write(4, "history.json", [*TRAIN, "--out", str(run)])  # history written at steps 0, 2, 4, 6: at 6
+    checkpoints = lambda: sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())  # noqa: E731
+    assert checkpoints() == [4]
+    _interrupted_when([*TRAIN, "--out", str(run)], lambda: 8 in checkpoints())
+    assert main([*TRAIN, "--out", str(run)]) == 0
+    assert _history(run) == _history(ref)
+    mine, theirs = (nnx.state(load_trained(f)) for f in (run, ref))
+    for (path, a), (_, b) in zip(nnx.to_flat_state(mine), nnx.to_flat_state(theirs)):
+        np.testing.assert_array_equal(np.asarray(a.get_value()), np.asarray(b.get_value()), err_msg=str(path))
+    assert _temporaries(run) == []
+
+
+REPRODUCE = ["reproduce", "--profile", "tiny", "--only", "relay_model", "--only", "untrained_vs_relay"]
+
+
+def test_reproduce_killed_mid_part_resumes_to_the_same_claims(tmp_path):
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    assert main([*REPRODUCE, "--out", str(ref)]) == 0
+    _killed_in_write(1, "local_exponent.json", [*REPRODUCE, "--out", str(run)])  # inside the second part
+    assert (run / "relay_model" / "part.json").exists() and not (run / "untrained_vs_relay" / "part.json").exists()
+    assert main([*REPRODUCE, "--out", str(run)]) == 0
+    strip = lambda c: {k: v for k, v in c.items() if k != "wall_s"}  # noqa: E731
+    claims = [json.loads((f / "claims.json").read_text())["claims"] for f in (ref, run)]
+    assert [strip(c) for c in claims[0]] == [strip(c) for c in claims[1]]
+    assert _temporaries(run) == []
