@@ -47,7 +47,7 @@ from tqdm.auto import tqdm
 from nohair_jax import relay
 from nohair_jax.fit import fit_power_law, summary_curve
 from nohair_jax.measure import fit_layers, untrained_config
-from nohair_jax.model import POSITION_KINDS, PromptLogitBias, Transformer
+from nohair_jax.model import POSITION_KINDS, PromptLogitBias, Transformer, TransformerConfig
 from nohair_jax.offsets import Offsets, check_pairs, continuation_positions, measure_noise_floor, pair_offsets
 from nohair_jax.pairs import random_prompt_pairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz

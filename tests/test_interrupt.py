@@ -114,7 +114,7 @@ def test_training_killed_mid_write_and_interrupted_resumes_to_the_same_parameter
     ref, run = tmp_path / "ref", tmp_path / "run"
     assert main([*TRAIN, "--out", str(ref)]) == 0
     _killed_in_write(4, "history.json", [*TRAIN, "--out", str(run)])  # history written at steps 0, 2, 4, 6: at 6
-    checkpoints = lambda: sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())  # noqa: E731
+    checkpoints = lambda: sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
     assert checkpoints() == [4]
     _interrupted_when([*TRAIN, "--out", str(run)], lambda: 8 in checkpoints())
     assert main([*TRAIN, "--out", str(run)]) == 0
@@ -134,7 +134,7 @@ def test_reproduce_killed_mid_part_resumes_to_the_same_claims(tmp_path):
     _killed_in_write(1, "local_exponent.json", [*REPRODUCE, "--out", str(run)])  # inside the second part
     assert (run / "relay_model" / "part.json").exists() and not (run / "untrained_vs_relay" / "part.json").exists()
     assert main([*REPRODUCE, "--out", str(run)]) == 0
-    strip = lambda c: {k: v for k, v in c.items() if k != "wall_s"}  # noqa: E731
+    strip = lambda c: {k: v for k, v in c.items() if k != "wall_s"}
     claims = [json.loads((f / "claims.json").read_text())["claims"] for f in (ref, run)]
     assert [strip(c) for c in claims[0]] == [strip(c) for c in claims[1]]
     assert _temporaries(run) == []
