@@ -3,7 +3,8 @@
     python distributed_worker.py PORT PROCESS_ID OUT [real_model]
 
 ``run_sweep(GRID, OUT / "sweep")`` over the global mesh (only process 0 may write); with
-``real_model``, then the packaged SmolLM2's offsets on 4 random-token pairs through
+``real_model``, then the packaged SmolLM2's offsets (its first 4 of 30 blocks: the split over
+processes is what is tested) on 4 random-token pairs through
 ``sweep_offsets`` (pairs split over the two processes' devices), saved by process 0 as
 ``OUT/offsets.npz`` beside the same pairs through ``prompt_pair_offsets`` on process 0's device
 alone (``alone_l2``, ``alone_kl``).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-GRID = dict(depths=(1, 2), widths=(32,), prompt_lens=(4,), lengths=(48,), seeds=(0, 1), n_pairs=3, fit_t_min=4, n_boot=20)
+GRID = dict(depths=(2,), widths=(32,), prompt_lens=(4,), lengths=(48,), seeds=(0, 1), n_pairs=3, fit_t_min=4, n_boot=20)
 
 
 def main(port: int, process_id: int, out: Path, real_model: bool) -> None:
@@ -30,7 +31,9 @@ def main(port: int, process_id: int, out: Path, real_model: bool) -> None:
 
     nh.run_sweep(nh.SweepGrid(**GRID), out / "sweep", progress=False)
     if real_model:
-        model, _ = nh.load_checkpoint("smollm2-135m")
+        from nohair_jax.experiments.real_model import _first_layers
+
+        model = _first_layers(nh.load_checkpoint("smollm2-135m")[0], 4)
         pairs = nh.random_prompt_pairs(3, 4, 6, 40, model.config.vocab_size)
         (off,) = sweep_offsets([model], *pairs)
         if jax.process_index() == 0:  # and the same pairs unsplit, on this process's device alone
