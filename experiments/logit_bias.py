@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
+from nohair_jax.measure import default_config
 from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
@@ -53,8 +54,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     for name, gamma in RUNS.items():
         start = time.perf_counter()
         bias = None if gamma is None else nh.PromptLogitBias(p["prompt_len"], gamma)
-        model_cfg = nh.TransformerConfig(d_model=p["d_model"], n_heads=p["d_model"] // 32, n_layers=p["depth"],
-                                         position="rope", prompt_logit_bias=bias)
+        model_cfg = default_config(p["depth"], d_model=p["d_model"], position="rope", prompt_logit_bias=bias)
         result = train(model_cfg, train_cfg, corpus, out / name,
                        callbacks=[(p["measure_at"], offsets_callback(pairs, save_dir=out / name))])
         steps, alpha = alpha_history(result.history)

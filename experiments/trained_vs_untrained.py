@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.bound import check_bound, check_row
-from nohair_jax.measure import fit_layers
+from nohair_jax.measure import default_config, fit_layers
 from nohair_jax.claims import part_claims_text
 from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, offsets_callback, train
@@ -51,7 +51,7 @@ def run(
     p["seeds"] = tuple(seeds or p["seeds"])
     corpus = nh.stdlib_corpus()
     pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
-    model_cfg = nh.TransformerConfig(d_model=p["d_model"], n_heads=p["d_model"] // 32, n_layers=p["depth"], position=position)
+    model_cfg = default_config(p["depth"], d_model=p["d_model"], position=position)
     runs = []
     for seed in p["seeds"]:
         start = time.perf_counter()

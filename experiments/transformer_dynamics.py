@@ -34,7 +34,7 @@ from flax import nnx
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.measure import untrained_model
+from nohair_jax.measure import default_config, untrained_model
 from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
 from nohair_jax.token_dynamics import layer_measures
@@ -59,8 +59,7 @@ def trained_model(p: dict, corpus: nh.Corpus, out: Path, checkpoint_dir: Path | 
         last = [e for e in history if "eval_bits_per_byte" in e][-1]
         return (load_trained(checkpoint_dir), TransformerConfig(**saved["model"]), saved["train"]["seed"],
                 last["eval_bits_per_byte"], last["step"])
-    cfg = TransformerConfig(d_model=p["train_d_model"], n_heads=max(1, p["train_d_model"] // 32),
-                            n_layers=p["train_depth"], position="rope")
+    cfg = default_config(p["train_depth"], d_model=p["train_d_model"], position="rope")
     steps = p["train_steps"]
     train_cfg = TrainConfig(steps=steps, batch_size=p["train_batch"], context=p["train_context"], seed=seed,
                             warmup_steps=steps // 10, eval_every=steps, checkpoint_every=steps, log_every=10)

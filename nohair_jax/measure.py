@@ -19,15 +19,15 @@ from nohair_jax.plots import offsets_figure
 from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 
 
-def untrained_config(depth: int, *, d_model: int = 128, max_len: int = 1024, **config) -> TransformerConfig:
-    """The experiments' default architecture: pre-LN, learned positions, GELU, one head per 32
-    features; ``config`` overrides any other ``TransformerConfig`` field."""
+def default_config(depth: int, *, d_model: int = 128, max_len: int = 1024, **config) -> TransformerConfig:
+    """The experiments' architecture, trained or not: pre-LN, learned positions, GELU, one head per
+    32 features; ``config`` overrides any other ``TransformerConfig`` field."""
     return TransformerConfig(d_model=d_model, n_heads=max(1, d_model // 32), n_layers=depth, max_len=max_len, **config)
 
 
 def untrained_model(depth: int, *, seed: int = 0, **config) -> Transformer:
-    """``untrained_config(depth, **config)`` at random init from ``seed``."""
-    return Transformer(untrained_config(depth, **config), rngs=nnx.Rngs(seed))
+    """``default_config(depth, **config)`` at random init from ``seed``."""
+    return Transformer(default_config(depth, **config), rngs=nnx.Rngs(seed))
 
 
 def fit_layers(t: np.ndarray, l2: np.ndarray, floor: np.ndarray | None, **fit_kwargs) -> list[dict]:

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from nohair_jax import relay
 from nohair_jax.fit import fit_power_law, summary_curve
-from nohair_jax.measure import fit_layers, untrained_config
+from nohair_jax.measure import fit_layers, default_config
 from nohair_jax.model import POSITION_KINDS, PromptLogitBias, Transformer, TransformerConfig
 from nohair_jax.offsets import Offsets, check_pairs, continuation_positions, measure_noise_floor, pair_offsets
 from nohair_jax.pairs import random_prompt_pairs
@@ -85,7 +85,7 @@ class Cell:
 class SweepGrid:
     """The axes of a sweep (tuples; their product is the list of cells) and the settings every cell shares.
 
-    Models are ``measure.untrained_config``: pre-LN, GELU, one head per 32 features, GPT-2 init.
+    Models are ``measure.default_config``: pre-LN, GELU, one head per 32 features, GPT-2 init.
     ``logit_bias`` holds gammas of the dilution-cancelling prompt logit bias, 0 for none (linear
     biases are not an axis: they are zero at init, so on/off would measure the same model twice).
     Every seed sees the same ``n_pairs`` random-token pairs (drawn from ``pair_seed``); the noise
@@ -146,9 +146,9 @@ def _is_int(value) -> bool:
 
 
 def cell_config(cell: Cell, grid: SweepGrid) -> TransformerConfig:
-    """The architecture of the cell's models (``measure.untrained_config``)."""
+    """The architecture of the cell's models (``measure.default_config``)."""
     bias = PromptLogitBias(cell.prompt_len, float(cell.logit_bias)) if cell.logit_bias else None
-    return untrained_config(cell.depth, d_model=cell.width, max_len=cell.prompt_len + cell.length,
+    return default_config(cell.depth, d_model=cell.width, max_len=cell.prompt_len + cell.length,
                             vocab_size=grid.vocab_size, position=cell.position, prompt_logit_bias=bias)
 
 

@@ -76,7 +76,7 @@ def command_lines(draw, root: Path):
     return argv
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None,
+@settings(max_examples=10, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_random_command_lines_exit_0_or_2_without_traceback_or_leftovers(data):

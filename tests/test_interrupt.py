@@ -125,14 +125,14 @@ def test_training_killed_mid_write_and_interrupted_resumes_to_the_same_parameter
     assert _temporaries(run) == []
 
 
-REPRODUCE = ["reproduce", "--profile", "tiny", "--only", "relay_model", "--only", "untrained_vs_relay"]
+REPRODUCE = ["reproduce", "--profile", "tiny", "--only", "relay_model", "--only", "direct_vs_relay"]
 
 
 def test_reproduce_killed_mid_part_resumes_to_the_same_claims(tmp_path):
     ref, run = tmp_path / "ref", tmp_path / "run"
     assert main([*REPRODUCE, "--out", str(ref)]) == 0
-    _killed_in_write(1, "local_exponent.json", [*REPRODUCE, "--out", str(run)])  # inside the second part
-    assert (run / "relay_model" / "part.json").exists() and not (run / "untrained_vs_relay" / "part.json").exists()
+    _killed_in_write(1, "split.json", [*REPRODUCE, "--out", str(run)])  # inside the second part
+    assert (run / "relay_model" / "part.json").exists() and not (run / "direct_vs_relay" / "part.json").exists()
     assert main([*REPRODUCE, "--out", str(run)]) == 0
     strip = lambda c: {k: v for k, v in c.items() if k != "wall_s"}
     claims = [json.loads((f / "claims.json").read_text())["claims"] for f in (ref, run)]
