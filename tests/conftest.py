@@ -3,10 +3,15 @@
 ``TINY`` is its config (vocab 64, d_model 32, 4 heads, 3 layers, learned positions up to 64
 tokens): small enough to compile in a second, deep enough to have relay (layers >= 2).
 ``make_tiny(seed=0, **overrides)`` builds a ``Transformer`` of it with any field changed.
+``assert_same_cells(a, b)`` checks two sweep folders' cells equal (``same_sweep_cells``).
 Tests that need another architecture on purpose (a reference implementation's case list, a
 closed form that needs one head) build their own and say why.
 """
 
+import json
+from pathlib import Path
+
+import numpy as np
 import pytest
 from flax import nnx
 
@@ -25,3 +30,22 @@ def make_tiny():
     def make(seed: int = 0, **overrides) -> nh.Transformer:
         return nh.Transformer(nh.TransformerConfig(**{**TINY, **overrides}), rngs=nnx.Rngs(seed))
     return make
+
+
+@pytest.fixture
+def assert_same_cells():
+    """``check(a, b, n_cells)``: sweep folders ``a`` and ``b`` hold the same ``n_cells`` cells, every
+    NPZ array bit for bit and every JSON record equal but for the seconds each cell took."""
+    def check(a: Path, b: Path, n_cells: int) -> None:
+        names = sorted(p.name for p in (a / "cells").iterdir())
+        assert names == sorted(p.name for p in (b / "cells").iterdir()) and len(names) == 2 * n_cells
+        for name in names:
+            if name.endswith(".npz"):
+                with np.load(a / "cells" / name) as x, np.load(b / "cells" / name) as y:
+                    assert sorted(x) == sorted(y)
+                    for key in x:
+                        np.testing.assert_array_equal(x[key], y[key], err_msg=f"{name}: {key}")
+            else:
+                x, y = (json.loads((f / "cells" / name).read_text()) for f in (a, b))
+                assert x.pop("seconds") > 0 and y.pop("seconds") > 0 and x == y
+    return check

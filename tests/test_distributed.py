@@ -8,7 +8,6 @@ Both run in one pair of processes (``tests/distributed_worker.py``): starting th
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -30,7 +29,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_sweep_and_the_real_models_offsets_over_two_processes_equal_one_process(tmp_path):
+def test_a_sweep_and_the_real_models_offsets_over_two_processes_equal_one_process(tmp_path, assert_same_cells):
     one, two, other = tmp_path / "one", tmp_path / "two", tmp_path / "process1"
     nh.run_sweep(nh.SweepGrid(**GRID), one, progress=False)
     real_model = [] if available() else ["real_model"]  # the packaged model is installed by `make test`
@@ -43,17 +42,7 @@ def test_a_sweep_and_the_real_models_offsets_over_two_processes_equal_one_proces
         assert proc.returncode == 0, log[-3000:]
     assert not other.exists()  # process 1 computed everything and wrote nothing
 
-    names = sorted(p.name for p in (one / "cells").iterdir())
-    assert names == sorted(p.name for p in (two / "sweep" / "cells").iterdir()) and len(names) == 2
-    for name in names:
-        if name.endswith(".npz"):
-            with np.load(one / "cells" / name) as a, np.load(two / "sweep" / "cells" / name) as b:
-                for key in a:
-                    np.testing.assert_array_equal(a[key], b[key], err_msg=f"{name}: {key}")
-        else:
-            a, b = (json.loads((f / "cells" / name).read_text()) for f in (one, two / "sweep"))
-            a.pop("seconds"), b.pop("seconds")
-            assert a == b
+    assert_same_cells(one, two / "sweep", 1)
 
     if real_model:
         with np.load(two / "offsets.npz") as got:
