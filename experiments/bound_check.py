@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.bound import check_bound, check_row
 from nohair_jax.measure import untrained_model
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -65,7 +65,7 @@ def draw(out: Path) -> None:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "bound_check", PROFILES)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     for row in run(args.profile, args.out, args.seed)["rows"]:
         holds = "conditions hold" if not row["failures"] else "; ".join(row["failures"])
         margins = ", ".join(f"{e['margin']:.3g}" for e in row["explicit"]) if "error" not in row["explicit"] else "n/a"

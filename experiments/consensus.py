@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from nohair_jax import dynamics as dyn
 from nohair_jax import token_dynamics as td
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(draws=16, n=6, d=3, steps=200, dt=0.05, gain=20.0, heads=(2,), clusters=(2,), eps=0.1, records=20),
@@ -153,7 +153,7 @@ def great_circle_path(points: np.ndarray, per: int = 8) -> np.ndarray:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "consensus", PROFILES)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     summary = run(args.profile, args.out, args.seed)
     print(f"{'condition':<20} {'reached':>7}  {'time to eps: median [10 %, 90 %]':>34}  "
           f"{'final: median, max':>20}  bound held")

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
 from nohair_jax.measure import fit_layers, measure_model, untrained_model
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(2,), seeds=(0, 1), d_model=32, prompt_len=4, length=128, n_pairs=2, t_min=8, n_boot=200),
@@ -145,7 +145,7 @@ def draw(out: Path) -> None:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "dilution", PROFILES)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     summary = run(args.profile, args.out, args.seed)
     for row in summary["rows"]:
         cells = [f"L{k}: {f['alpha']:.2f} vs {g.get('alpha', float('nan')):.2f} (relay {r:.2f})" if "alpha" in f else

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.measure import fit_layers, untrained_model
 from nohair_jax.paths import direct_relay_split
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -67,7 +67,7 @@ def draw(out: Path) -> None:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "direct_vs_relay", PROFILES)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     result = run(args.profile, args.out, args.seed)
     for part in PARTS:
         cells = [f"{f['alpha']:.2f}" if "alpha" in f else "-" for f in result["fits"][part]]

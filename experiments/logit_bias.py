@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
 from nohair_jax.measure import default_config
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
 PROFILES = {
@@ -121,7 +121,7 @@ def draw(out: Path) -> None:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "logit_bias", PROFILES)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     summary = run(args.profile, args.out, args.seed)
     for name, r in summary["runs"].items():
         print(f"{name}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")

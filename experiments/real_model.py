@@ -43,7 +43,7 @@ from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
 from nohair_jax.measure import fit_layers, measure_model
 from nohair_jax.plots import drawn_layers
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 from nohair_jax.token_dynamics import layer_measures
 
 CHECKPOINT = "smollm2-135m"
@@ -314,7 +314,7 @@ def draw(out: Path) -> None:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "real_model", PROFILES, seed=False)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     reason = available()
     if reason:
         raise SystemExit(reason)

@@ -32,7 +32,7 @@ import nohair_jax as nh
 from nohair_jax.bound import check_bound, check_row
 from nohair_jax.measure import default_config, fit_layers
 from nohair_jax.claims import part_claims_text
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 from nohair_jax.train import TrainConfig, offsets_callback, train
 
 PROFILES = {
@@ -134,7 +134,7 @@ def main() -> None:
                         help="position encoding; both extrapolate beyond the training context (default rope)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="training seeds (default: the profile's); finished seeds are reused, not retrained")
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     summary = run(args.profile, args.out, args.position, args.seeds)
     for r in summary["runs"]:
         print(f"seed {r['seed']}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.measure import default_config, untrained_model
 from nohair_jax.model import Transformer, TransformerConfig
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 from nohair_jax.token_dynamics import layer_measures
 from nohair_jax.train import TrainConfig, eval_windows, load_trained, train
 
@@ -139,7 +139,7 @@ def main() -> None:
     parser = experiment_parser(__doc__, "transformer_dynamics", PROFILES)
     parser.add_argument("--checkpoint-dir", type=Path, default=None,
                         help="a training run folder to load the trained model from instead of training one")
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     summary = run(args.profile, args.out, args.seed, checkpoint_dir=args.checkpoint_dir)
     for row in summary["rows"]:
         print(f"\n{row['label']}")

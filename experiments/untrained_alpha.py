@@ -21,7 +21,7 @@ import numpy as np
 
 import nohair_jax as nh
 from nohair_jax.measure import measure_model, untrained_model
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -86,7 +86,7 @@ def draw(out: Path) -> None:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "untrained_alpha", PROFILES)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     result = run(args.profile, args.out, args.seed)
     for row in result["rows"]:
         cells = [f"{f['alpha']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]" if "alpha" in f else "no fit" for f in row["fits"]]

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.measure import untrained_model
-from nohair_jax.results import experiment_parser, load_json, save_figure, save_json, save_npz
+from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=256, n_pairs=2),
@@ -69,7 +69,7 @@ def draw(out: Path) -> None:
 
 def main() -> None:
     parser = experiment_parser(__doc__, "untrained_vs_relay", PROFILES)
-    args = parser.parse_args()
+    args = parse_experiment_args(parser)
     result = run(args.profile, args.out, args.seed)
     for row in result["layers"]:
         picks = [int(i) for i in np.searchsorted(row["t"], [100, 1000]) if i < len(row["t"])]

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
+from nohair_jax.interrupts import interrupt_on
 
 
 def _int32(text: str) -> int:
@@ -315,7 +316,7 @@ def cmd_reproduce(args) -> int:
     from nohair_jax.reproduce import reproduce
 
     start = time.perf_counter()
-    claims = reproduce(args.out, profile=args.profile, only=tuple(args.only or ()), force=args.force)
+    claims = reproduce(args.out, profile=args.profile, only=tuple(args.only or ()), force=args.force, jobs=args.jobs)
     width = max(len(c["id"]) for c in claims)
     for c in claims:
         print(f"{c['id']:<{width}}  {c['verdict']:<26}  {c['measured']}")
@@ -420,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="results/dynamics", help="output folder (default results/dynamics)")
     p.set_defaults(func=cmd_dynamics)
 
-    from nohair_jax.reproduce import PART_NAMES, PLANS
+    from nohair_jax.reproduce import PART_NAMES, PLANS, available_cpus
 
     p = sub.add_parser("reproduce", help="run every experiment and write a report that answers each claim of the papers")
     p.add_argument("--profile", choices=sorted(PLANS), default="quick",
@@ -428,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", choices=PART_NAMES, metavar="PART",
                    help=f"run only this part (repeatable): {', '.join(PART_NAMES)}")
     p.add_argument("--force", action="store_true", help="rerun parts even when finished with the same configuration")
+    p.add_argument("--jobs", type=_positive_int, default=min(2, len(available_cpus())),
+                   help="parts run at once, each in its own process on its share of the CPUs, its output in "
+                        "<out>/<part>/log.txt (default 2, 1 on a single CPU)")
     p.add_argument("--out", default="results/reproduce", help="output folder (default results/reproduce)")
     p.set_defaults(func=cmd_reproduce)
     return parser
@@ -469,29 +473,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-_FINALISERS = ("__del__", "_xla_gc_callback")  # where Python reports a KeyboardInterrupt and drops it
-
-
-def _interrupt(signum, frame) -> None:
-    """SIGINT: KeyboardInterrupt, but never inside a finaliser or JAX's garbage-collection callback,
-    where Python prints it as an ignored exception with a traceback and the run goes on; there it is
-    retried 10 ms later (SIGALRM, this same handler)."""
-    for _ in range(4):  # the innermost frames: a finaliser runs on top of whatever was running
-        if frame is None:
-            break
-        if frame.f_code.co_name in _FINALISERS:
-            signal.setitimer(signal.ITIMER_REAL, 0.01)
-            return
-        frame = frame.f_back
-    raise KeyboardInterrupt
-
-
 def console() -> None:
     """The ``nohair`` program: ``main`` with its exit code. After Ctrl-C (130) it exits at once,
     once every ``finally`` has run: an interpreter teardown with a background checkpoint writer
     stopped mid-save (orbax's event loop) could print a traceback from a finaliser, or wait on it."""
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGALRM, _interrupt)
+    interrupt_on(signal.SIGINT)
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -2,9 +2,10 @@
 
     model, tokenizer = nh.load_checkpoint("SmolLM2-135M-Instruct.Q4_1.gguf")   # or "smollm2-135m"
 
-A GGUF file holds metadata (key -> value) and tensors, most of them quantized in blocks. It is
-read with the ``gguf`` package (llama.cpp's own Python reader, numpy only) and handed to the same
-machinery as a Hugging Face folder (``nohair_jax.checkpoints``):
+A GGUF file holds metadata (key -> value) and tensors, most of them quantized in blocks. Its
+header is parsed here (``GGUFFile``), its tensors dequantized with the ``gguf`` package
+(llama.cpp's own Python code, numpy only), and the result handed to the same machinery as a
+Hugging Face folder (``nohair_jax.checkpoints``):
 
 - the metadata becomes a Hugging Face config dict (``hf_config``), so the same config rules,
   refusals and sequence-length checks apply;
@@ -23,10 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import mmap
 import re
+import struct
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -73,24 +76,117 @@ def _gguf():
     return gguf
 
 
+class GGUFTensor(NamedTuple):
+    """One tensor of a GGUF file: ``shape`` in the file's order (innermost dimension first),
+    ``data`` a read-only view of its bytes in the file, shaped as ``gguf.quants.dequantize`` takes it."""
+
+    name: str
+    tensor_type: Any  # gguf.GGMLQuantizationType
+    shape: tuple[int, ...]
+    data: np.ndarray
+
+
+# GGUF metadata value types (the gguf spec's numbering) -> struct code; 7 bool, 8 string, 9 array.
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 10: "Q", 11: "q", 12: "d"}
+_BOOL, _STRING, _ARRAY = 7, 8, 9
+
+
+class GGUFFile:
+    """A GGUF file's metadata (``fields``: key -> Python value) and tensors (``tensors``, in file
+    order), its tensor data memory-mapped. Version 2 and 3, little-endian, as llama.cpp writes them.
+
+    The header is parsed here rather than by ``gguf.GGUFReader``, which builds a NumPy view for
+    every element of every metadata array: 3.1 s for SmolLM2's file (its 49152-token vocabulary
+    and merges), against 0.29 s here, measured side by side. The tests compare the two field by
+    field and tensor by tensor. The tensor types and their block sizes are the gguf package's.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        with open(path, "rb") as f:
+            self._buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self._pos = 0
+        magic, version = bytes(self._take(4)), self._read("I")
+        if magic != GGUF_MAGIC or version not in (2, 3):
+            raise ValueError(f"GGUF version {version} (this reader reads versions 2 and 3, little-endian)")
+        n_tensors, n_fields = self._read("Q"), self._read("Q")
+        self.fields: dict[str, Any] = {}
+        for _ in range(n_fields):
+            key = self._string()
+            self.fields[key] = self._value(self._read("I"))
+        infos = []
+        for _ in range(n_tensors):
+            name, n_dims = self._string(), self._read("I")
+            dims = tuple(self._read("Q") for _ in range(n_dims))
+            infos.append((name, dims, self._read("I"), self._read("Q")))
+        alignment = int(self.fields.get("general.alignment", 32))
+        start = -(-self._pos // alignment) * alignment
+        gguf = _gguf()
+        self.tensors = [self._tensor(gguf, start, *info) for info in infos]
+        if len({t.name for t in self.tensors}) != len(self.tensors):
+            raise ValueError("a tensor name appears twice")
+
+    def _take(self, n: int) -> memoryview:
+        if self._pos + n > len(self._buf):
+            raise ValueError(f"the file ends at byte {len(self._buf)}, inside its header")
+        chunk = memoryview(self._buf)[self._pos : self._pos + n]
+        self._pos += n
+        return chunk
+
+    def _read(self, code: str):
+        """One little-endian value of struct type ``code``."""
+        (value,) = struct.unpack("<" + code, self._take(struct.calcsize(code)))
+        return value
+
+    def _string(self) -> str:
+        return str(self._take(self._read("Q")), "utf-8")
+
+    def _value(self, kind: int):
+        if kind in _SCALARS:
+            return self._read(_SCALARS[kind])
+        if kind == _BOOL:
+            return bool(self._read("B"))
+        if kind == _STRING:
+            return self._string()
+        if kind == _ARRAY:
+            item, count = self._read("I"), self._read("Q")
+            if item in _SCALARS:
+                return list(struct.unpack(f"<{count}{_SCALARS[item]}", self._take(count * struct.calcsize(_SCALARS[item]))))
+            return [self._value(item) for _ in range(count)]
+        raise ValueError(f"unknown metadata value type {kind}")
+
+    def _tensor(self, gguf, start: int, name: str, dims: tuple[int, ...], kind: int, offset: int) -> GGUFTensor:
+        qtype = gguf.GGMLQuantizationType(kind)
+        block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        n_bytes = int(np.prod(dims, dtype=np.int64)) * type_size // block
+        first = start + offset
+        if first + n_bytes > len(self._buf):
+            raise ValueError(f"tensor {name} ends past the end of the file")
+        raw = np.frombuffer(self._buf, dtype=np.uint8, count=n_bytes, offset=first)
+        numpy_shape = tuple(reversed(dims))
+        plain = {"F16": "<f2", "F32": "<f4", "F64": "<f8", "I8": "<i1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
+        if qtype.name in plain:
+            data = raw.view(plain[qtype.name]).reshape(numpy_shape)
+        else:  # blocks of bytes, as gguf.quants.dequantize takes them
+            data = raw.reshape(gguf.quant_shape_to_byte_shape(numpy_shape, qtype))
+        return GGUFTensor(name, qtype, dims, data)
+
+
 @functools.lru_cache(maxsize=2)
-def _open(path: str, mtime_ns: int, size: int):
-    """The file's ``GGUFReader`` (memory-mapped), cached so the tokenizer and the weights share one parse."""
+def _open(path: str, mtime_ns: int, size: int) -> GGUFFile:
+    """The parsed file, cached so the tokenizer and the weights share one parse."""
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != GGUF_MAGIC:
         raise CheckpointError(f"{path} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
     try:
-        reader = _gguf().GGUFReader(path)
-    except CheckpointError:
-        raise
-    except Exception as err:  # the reader's own errors on a damaged or short file: struct, index, value errors
+        return GGUFFile(path)
+    except Exception as err:  # a damaged or short file: values, types, text that is not UTF-8
         raise CheckpointError(f"{path} is a damaged or truncated GGUF file ({type(err).__name__}: {err})") from None
-    return reader
 
 
-def open_gguf(path: str | Path):
-    """A ``gguf.GGUFReader`` of ``path``; CheckpointError naming the file if it is not a readable GGUF file."""
+def open_gguf(path: str | Path) -> GGUFFile:
+    """The ``GGUFFile`` of ``path``; CheckpointError naming the file if it is not a readable GGUF file."""
     path = Path(path)
     stat = path.stat()
     return _open(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
@@ -99,14 +195,13 @@ def open_gguf(path: str | Path):
 _MISSING = object()
 
 
-def metadata(reader, key: str, default: Any = _MISSING) -> Any:
+def metadata(reader: GGUFFile, key: str, default: Any = _MISSING) -> Any:
     """The value of metadata ``key`` as Python (str, number, bool or list), or ``default``."""
-    field = reader.fields.get(key)
-    if field is None:
+    if key not in reader.fields:
         if default is _MISSING:
-            raise CheckpointError(f"{reader.data.filename} has no metadata {key!r}")
+            raise CheckpointError(f"{reader.path} has no metadata {key!r}")
         return default
-    return field.contents()
+    return reader.fields[key]
 
 
 def describe(path: str | Path) -> dict:
@@ -164,7 +259,7 @@ def _vocab_rows(reader) -> int:
     for tensor in reader.tensors:
         if tensor.name == "token_embd.weight":
             return int(tensor.shape[-1])
-    raise CheckpointError(f"{reader.data.filename} has no token_embd.weight")
+    raise CheckpointError(f"{reader.path} has no token_embd.weight")
 
 
 def _gguf_architecture(model_type: str):

@@ -17,17 +17,28 @@ numbers each verdict was computed from.
 from __future__ import annotations
 
 import base64
+import contextlib
+import ctypes
+import ctypes.util
 import dataclasses
 import html
 import importlib
 import json
+import multiprocessing
+import multiprocessing.connection
+import os
 import shutil
+import signal
+import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from nohair_jax.claims import CLAIMS, NOT_MEASURED, VERDICTS, Claim, judge_claims
+from nohair_jax.interrupts import interrupt_on
 from nohair_jax.results import atomic_path, load_json, save_json
 
 
@@ -128,28 +139,168 @@ def part_config(name: str, profile: str) -> dict:
     return json.loads(json.dumps(dict(part=name, profile=exp_profile, settings=resolved, seed=0)))
 
 
-def run_part(part: Part, profile: str, out: Path, *, force: bool = False) -> tuple[dict | None, str]:
-    """Run one part unless it already finished with this configuration; returns (summary, what happened).
-
-    A part whose experiment says it cannot run here (``available()`` returns a reason: a model
-    file that is not installed) returns (None, the reason); its claims are not measured.
-    """
-    folder = out / part.name
+def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -> tuple[dict | None, str] | None:
+    """(summary, what happened) for a part that need not run: it cannot run here (``available()``
+    gives the reason: a model file that is not installed; summary None, its claims not measured)
+    or it already finished with this configuration. None when it has to run."""
     available = getattr(_experiment(part.name), "available", None)
     reason = available() if available else None
     if reason:
         return None, f"not run: {reason}"
+    done = out / part.name / "part.json"
+    if not force and done.exists() and load_json(done)["config"] == part_config(part.name, profile):
+        return load_json(out / part.name / part.summary), "reused"
+    return None
+
+
+def run_part(part: Part, profile: str, out: Path, *, force: bool = False, log: bool = False) -> tuple[dict | None, str]:
+    """Run one part unless ``finished_part`` says it need not; returns (summary, what happened).
+
+    ``log``: the experiment's output (its progress bars) goes to ``<out>/<part>/log.txt``
+    instead of the terminal, which parts running side by side would garble.
+    """
+    finished = finished_part(part, profile, out, force=force)
+    if finished:
+        return finished
+    folder = out / part.name
     config = part_config(part.name, profile)
-    done, started = folder / "part.json", folder / "started.json"
-    if not force and done.exists() and load_json(done)["config"] == config:
-        return load_json(folder / part.summary), "reused"
+    started = folder / "started.json"
     if force or not (started.exists() and load_json(started) == config):
         shutil.rmtree(folder, ignore_errors=True)  # another configuration's files must not leak in
     save_json(started, config)
     start = time.perf_counter()
-    _experiment(part.name).run(config["profile"], folder, settings=config["settings"])
-    save_json(done, dict(config=config, wall_s=time.perf_counter() - start))
+    with _output_to(folder / "log.txt") if log else contextlib.nullcontext():
+        _experiment(part.name).run(config["profile"], folder, settings=config["settings"])
+    save_json(folder / "part.json", dict(config=config, wall_s=time.perf_counter() - start))
     return load_json(folder / part.summary), f"ran in {time.perf_counter() - start:.0f} s"
+
+
+@contextlib.contextmanager
+def _output_to(path: Path):
+    """Send this process's stdout and stderr (the file descriptors, so C libraries' too) to ``path``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except Exception:
+            traceback.print_exc()  # into the log; the exception goes on to the caller
+            raise
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
+# ---------------------------------------------------------------- parts side by side
+#
+# With jobs > 1 every part that has to run gets its own process (spawned: a fresh JAX), at most
+# ``jobs`` at a time, each pinned to its own share of the CPUs: two trainings side by side on one
+# core each get through more steps than one after another on two (XLA's small matmuls do not
+# use two cores fully). A worker dies with the parent (PR_SET_PDEATHSIG, on Linux), so a killed
+# run leaves no process writing into a folder that a rerun will use; the parent stops its
+# workers on Ctrl-C with SIGTERM, which they turn into KeyboardInterrupt, and waits for them.
+
+
+def available_cpus() -> list[int]:
+    """The CPUs this process may run on (all of ``os.cpu_count()`` where the platform cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def cpu_shares(jobs: int) -> list[set[int] | None]:
+    """The CPUs of each of ``jobs`` workers: this process's CPUs dealt out in turn (None where the
+    platform cannot pin a process, or there are fewer CPUs than workers)."""
+    cpus = available_cpus()
+    if not hasattr(os, "sched_setaffinity") or len(cpus) < jobs:
+        return [None] * jobs
+    return [set(cpus[i::jobs]) for i in range(jobs)]
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError, TypeError):  # no prctl here (not Linux): the worker may outlive a killed parent
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker(name: str, profile: str, out: str, force: bool, cpus: set[int] | None, parent: int, reply) -> None:
+    """One part in a worker process; sends (summary, status) or the exception, then exits at once
+    (no interpreter teardown: orbax's background writer could print from a finaliser)."""
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the parent, which stops us
+    interrupt_on(signal.SIGTERM)
+    if cpus:
+        os.sched_setaffinity(0, cpus)  # before JAX starts its thread pool
+    tqdm.set_lock(threading.RLock())  # not tqdm's default semaphore, which an exit without teardown would leak
+    code = 0
+    try:
+        reply.send(run_part(PARTS[PART_NAMES.index(name)], profile, Path(out), force=force, log=True))
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException as err:  # noqa: BLE001  handed to the parent, which raises it
+        try:
+            reply.send(err)
+        except Exception:  # an exception that does not pickle: its text
+            reply.send(RuntimeError(f"{type(err).__name__}: {err}"))
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_parts(parts: list[Part], profile: str, out: Path, *, force: bool, jobs: int, report) -> None:
+    """Run ``parts`` in worker processes, at most ``jobs`` at once, in the order given; ``report(part,
+    (summary, status))`` is called in this process as each finishes. After a part fails no new part
+    starts; the running ones finish and the first failure is raised here."""
+    ctx = multiprocessing.get_context("spawn")
+    shares, queue, running, failure = cpu_shares(jobs), list(parts), {}, None  # running: answer pipe -> part, process, slot
+    try:
+        while queue or running:
+            while queue and len(running) < jobs and failure is None:
+                part, slot = queue.pop(0), min(set(range(jobs)) - {slot for _, _, slot in running.values()})
+                receive, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_worker, name=f"nohair-{part.name}", daemon=True,
+                                   args=(part.name, profile, str(out), force, shares[slot], os.getpid(), send))
+                proc.start()
+                send.close()  # the worker holds the only writing end: its exit reads as EOF here
+                running[receive] = (part, proc, slot)
+            if not running:
+                break
+            for receive in multiprocessing.connection.wait(list(running)):  # an answer, or EOF from a dead worker
+                part, proc, _ = running.pop(receive)
+                try:
+                    answer = receive.recv()
+                except EOFError:
+                    answer = None
+                receive.close()
+                proc.join()
+                if answer is None:
+                    answer = RuntimeError(f"part {part.name}: its process ended (exit code {proc.exitcode}) without an answer")
+                if isinstance(answer, BaseException):
+                    tqdm.write(f"{part.name}: failed; its output is in {out / part.name / 'log.txt'}")
+                    failure = failure or answer
+                else:
+                    report(part, answer)
+    finally:  # Ctrl-C or an error here: stop the workers (they resume on a rerun) and wait for them
+        for _, proc, _ in running.values():
+            proc.terminate()
+        for _, proc, _ in running.values():
+            proc.join(timeout=60)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    if failure is not None:
+        raise failure
 
 
 # ---------------------------------------------------------------- report
@@ -228,11 +379,14 @@ def write_report(out: Path, profile: str, summaries: dict, statuses: dict) -> li
     return claims
 
 
-def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] = (), force: bool = False) -> list[dict]:
+def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] = (), force: bool = False,
+              jobs: int = 1) -> list[dict]:
     """Run every part (or ``only`` these) at ``profile``, then write the report; returns the claims table.
 
     Parts already finished under ``out`` with the same configuration are reused; the report
-    covers every part found finished in ``out`` with the current configuration.
+    covers every part found finished in ``out`` with the current configuration. ``jobs`` > 1 runs
+    that many parts at once, each in its own process on its share of the CPUs, its output in
+    ``<out>/<part>/log.txt`` (``run_parts``).
     """
     out = Path(out)
     unknown = [name for name in only if name not in PART_NAMES]
@@ -240,16 +394,37 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
         raise ValueError(f"unknown part(s) {unknown}; the parts are {list(PART_NAMES)}")
     if profile not in PLANS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {sorted(PLANS)}")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     selected = [p for p in PARTS if not only or p.name in only]
     summaries, statuses = {}, {}
-    bar = tqdm(selected, desc="reproduce", unit="part")
-    for part in bar:
-        bar.set_postfix_str(part.name)
-        summary, status = run_part(part, profile, out, force=force)
+    bar = tqdm(total=len(selected), desc="reproduce", unit="part")
+
+    def report(part: Part, result: tuple[dict | None, str]) -> None:
+        summary, status = result
         if summary is not None:
             summaries[part.name] = summary
         statuses[part.name] = f"{status}; {_config_text(part_config(part.name, profile))}"
         tqdm.write(f"{part.name}: {status}")
+        bar.update()
+
+    try:
+        if jobs == 1:
+            for part in selected:
+                bar.set_postfix_str(part.name)
+                report(part, run_part(part, profile, out, force=force))
+        else:
+            to_run = []
+            for part in selected:
+                finished = finished_part(part, profile, out, force=force)
+                if finished:
+                    report(part, finished)
+                else:
+                    to_run.append(part)
+            bar.set_postfix_str(f"{len(to_run)} parts, {jobs} at a time")
+            run_parts(to_run, profile, out, force=force, jobs=jobs, report=report)
+    finally:
+        bar.close()  # now, not when an exception's frames are freed, after the caller's last word
     for part in PARTS:  # parts from an earlier run with the current configuration count too
         done = out / part.name / "part.json"
         if part.name not in summaries and done.exists() and load_json(done)["config"] == part_config(part.name, profile):
@@ -263,5 +438,5 @@ def _config_text(config: dict) -> str:
     return f"experiment profile {config['profile']}: {settings}"
 
 
-__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "judge_claims", "part_config", "reproduce",
-           "run_part", "write_report"]
+__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "available_cpus", "cpu_shares", "finished_part", "judge_claims",
+           "part_config", "reproduce", "run_part", "run_parts", "write_report"]

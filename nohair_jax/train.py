@@ -41,6 +41,7 @@ from flax import nnx
 from tqdm.auto import tqdm
 
 from nohair_jax.data import Corpus
+from nohair_jax.interrupts import deferred
 from nohair_jax.measure import fit_layers, fit_windows
 from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.offsets import measure_noise_floor, prompt_pair_offsets
@@ -371,12 +372,13 @@ def train(
                 record(step, params, entry)  # adds evaluation and callback results to entry
                 checkpoint = step % cfg.checkpoint_every == 0 or step == cfg.steps
                 if checkpoint:
-                    manager.save(
-                        step,
-                        args=ocp.args.Composite(
-                            params=ocp.args.StandardSave(params), opt_state=ocp.args.StandardSave(opt_state)
-                        ),
-                    )
+                    with deferred():  # Ctrl-C waits for the checkpoint: orbax cut mid-save logs a traceback
+                        manager.save(
+                            step,
+                            args=ocp.args.Composite(
+                                params=ocp.args.StandardSave(params), opt_state=ocp.args.StandardSave(opt_state)
+                            ),
+                        )
                 if entry or checkpoint or step in by_step:  # the rate restarts after every pause
                     mark, mark_step = time.perf_counter(), step
 

@@ -3,7 +3,7 @@
 ``TINY`` is its config (vocab 64, d_model 32, 4 heads, 3 layers, learned positions up to 64
 tokens): small enough to compile in a second, deep enough to have relay (layers >= 2).
 ``make_tiny(seed=0, **overrides)`` builds a ``Transformer`` of it with any field changed.
-``assert_same_cells(a, b)`` checks two sweep folders' cells equal (``same_sweep_cells``).
+``assert_same_cells(a, b, n_cells)`` checks two sweep folders' cells equal.
 Tests that need another architecture on purpose (a reference implementation's case list, a
 closed form that needs one head) build their own and say why.
 """

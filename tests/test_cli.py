@@ -2,6 +2,9 @@
 
 import contextlib
 import json
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -75,6 +78,34 @@ def test_a_full_disk_leaves_the_previous_results_whole_and_says_so(tmp_path, cap
     err = capsys.readouterr().err
     assert "No space left on device" in err and "fit.json" in err and err.count("\n") == 1 and "Traceback" not in err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# `nohair <argv[2:]>` with every file it writes limited to argv[1] bytes (RLIMIT_FSIZE, as a full quota would).
+_LIMITED = """
+import resource, signal, sys
+from nohair_jax.cli import console
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+sys.argv = ["nohair", *sys.argv[2:]]
+console()
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="file size limits are POSIX")
+def test_a_file_size_limit_met_mid_write_leaves_the_previous_results_whole_and_says_so(tmp_path):
+    """A real failing write, no simulation: offsets.npz needs more than the limit, fit.json less."""
+    small = ["--depth", "2", "--d-model", "16", "--heads", "2", "--prompt-len", "4", "--length", "64", "--pairs", "2",
+             "--n-boot", "20"]
+    out, limit = tmp_path / "run", 4000
+    assert main(["offsets", *small, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert len(before["offsets.npz"]) > limit > len(before["fit.json"])
+    done = subprocess.run([sys.executable, "-c", _LIMITED, str(limit), "offsets", *small,
+                           "--pair-seed", "7", "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == f"nohair offsets: error: File too large: {out / 'offsets.npz'}"
+    assert "Traceback" not in done.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # byte for byte, and no temporary file
 
 
 @pytest.mark.parametrize("args, message", [

