@@ -421,7 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="results/dynamics", help="output folder (default results/dynamics)")
     p.set_defaults(func=cmd_dynamics)
 
-    from nohair_jax.reproduce import PART_NAMES, PLANS, available_cpus
+    from nohair_jax.reproduce import PART_NAMES, PLANS
+    from nohair_jax.workers import available_cpus
 
     p = sub.add_parser("reproduce", help="run every experiment and write a report that answers each claim of the papers")
     p.add_argument("--profile", choices=sorted(PLANS), default="quick",

@@ -18,19 +18,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
-import ctypes.util
 import dataclasses
 import html
 import importlib
 import json
-import multiprocessing
-import multiprocessing.connection
 import os
 import shutil
-import signal
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -38,8 +32,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from nohair_jax.claims import CLAIMS, NOT_MEASURED, VERDICTS, Claim, judge_claims
-from nohair_jax.interrupts import interrupt_on
 from nohair_jax.results import atomic_path, load_json, save_json
+from nohair_jax.workers import run_side_by_side
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,110 +191,26 @@ def _output_to(path: Path):
                 os.close(copy)
 
 
-# ---------------------------------------------------------------- parts side by side
-#
-# With jobs > 1 every part that has to run gets its own process (spawned: a fresh JAX), at most
-# ``jobs`` at a time, each pinned to its own share of the CPUs: two trainings side by side on one
-# core each get through more steps than one after another on two (XLA's small matmuls do not
-# use two cores fully). A worker dies with the parent (PR_SET_PDEATHSIG, on Linux), so a killed
-# run leaves no process writing into a folder that a rerun will use; the parent stops its
-# workers on Ctrl-C with SIGTERM, which they turn into KeyboardInterrupt, and waits for them.
-
-
-def available_cpus() -> list[int]:
-    """The CPUs this process may run on (all of ``os.cpu_count()`` where the platform cannot say)."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
-def cpu_shares(jobs: int) -> list[set[int] | None]:
-    """The CPUs of each of ``jobs`` workers: this process's CPUs dealt out in turn (None where the
-    platform cannot pin a process, or there are fewer CPUs than workers)."""
-    cpus = available_cpus()
-    if not hasattr(os, "sched_setaffinity") or len(cpus) < jobs:
-        return [None] * jobs
-    return [set(cpus[i::jobs]) for i in range(jobs)]
-
-
-def _die_with_parent(parent: int) -> None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError, TypeError):  # no prctl here (not Linux): the worker may outlive a killed parent
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def _worker(name: str, profile: str, out: str, force: bool, cpus: set[int] | None, parent: int, reply) -> None:
-    """One part in a worker process; sends (summary, status) or the exception, then exits at once
-    (no interpreter teardown: orbax's background writer could print from a finaliser)."""
-    _die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the parent, which stops us
-    interrupt_on(signal.SIGTERM)
-    if cpus:
-        os.sched_setaffinity(0, cpus)  # before JAX starts its thread pool
-    tqdm.set_lock(threading.RLock())  # not tqdm's default semaphore, which an exit without teardown would leak
-    code = 0
-    try:
-        reply.send(run_part(PARTS[PART_NAMES.index(name)], profile, Path(out), force=force, log=True))
-    except KeyboardInterrupt:
-        code = 130
-    except BaseException as err:  # noqa: BLE001  handed to the parent, which raises it
-        try:
-            reply.send(err)
-        except Exception:  # an exception that does not pickle: its text
-            reply.send(RuntimeError(f"{type(err).__name__}: {err}"))
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+def _run_part_in_worker(name: str, profile: str, out: str, force: bool) -> tuple[dict | None, str]:
+    """``run_part`` by name, in a worker process (``workers.run_side_by_side``), its output in its log."""
+    return run_part(PARTS[PART_NAMES.index(name)], profile, Path(out), force=force, log=True)
 
 
 def run_parts(parts: list[Part], profile: str, out: Path, *, force: bool, jobs: int, report) -> None:
-    """Run ``parts`` in worker processes, at most ``jobs`` at once, in the order given; ``report(part,
-    (summary, status))`` is called in this process as each finishes. After a part fails no new part
-    starts; the running ones finish and the first failure is raised here."""
-    ctx = multiprocessing.get_context("spawn")
-    shares, queue, running, failure = cpu_shares(jobs), list(parts), {}, None  # running: answer pipe -> part, process, slot
-    try:
-        while queue or running:
-            while queue and len(running) < jobs and failure is None:
-                part, slot = queue.pop(0), min(set(range(jobs)) - {slot for _, _, slot in running.values()})
-                receive, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker, name=f"nohair-{part.name}", daemon=True,
-                                   args=(part.name, profile, str(out), force, shares[slot], os.getpid(), send))
-                proc.start()
-                send.close()  # the worker holds the only writing end: its exit reads as EOF here
-                running[receive] = (part, proc, slot)
-            if not running:
-                break
-            for receive in multiprocessing.connection.wait(list(running)):  # an answer, or EOF from a dead worker
-                part, proc, _ = running.pop(receive)
-                try:
-                    answer = receive.recv()
-                except EOFError:
-                    answer = None
-                receive.close()
-                proc.join()
-                if answer is None:
-                    answer = RuntimeError(f"part {part.name}: its process ended (exit code {proc.exitcode}) without an answer")
-                if isinstance(answer, BaseException):
-                    tqdm.write(f"{part.name}: failed; its output is in {out / part.name / 'log.txt'}")
-                    failure = failure or answer
-                else:
-                    report(part, answer)
-    finally:  # Ctrl-C or an error here: stop the workers (they resume on a rerun) and wait for them
-        for _, proc, _ in running.values():
-            proc.terminate()
-        for _, proc, _ in running.values():
-            proc.join(timeout=60)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-    if failure is not None:
-        raise failure
+    """Run ``parts`` side by side, at most ``jobs`` at once, each in its own process on its share of
+    the CPUs (``workers.run_side_by_side``); ``report(part, (summary, status))`` is called here as
+    each finishes. After a part fails no new part starts; the running ones finish and the first
+    failure is raised here."""
+    by_name = {part.name: part for part in parts}
+
+    def done(name: str, answer) -> None:
+        if isinstance(answer, BaseException):
+            tqdm.write(f"{name}: failed; its output is in {out / name / 'log.txt'}")
+        else:
+            report(by_name[name], answer)
+
+    tasks = [(part.name, (part.name, profile, str(out), force)) for part in parts]
+    run_side_by_side(_run_part_in_worker, tasks, jobs=jobs, done=done)
 
 
 # ---------------------------------------------------------------- report
@@ -386,7 +296,9 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
     Parts already finished under ``out`` with the same configuration are reused; the report
     covers every part found finished in ``out`` with the current configuration. ``jobs`` > 1 runs
     that many parts at once, each in its own process on its share of the CPUs, its output in
-    ``<out>/<part>/log.txt`` (``run_parts``).
+    ``<out>/<part>/log.txt`` (``run_parts``): two trainings side by side on one core each get
+    through more steps than one after another on two, as XLA's small matmuls do not use two
+    cores fully.
     """
     out = Path(out)
     unknown = [name for name in only if name not in PART_NAMES]
@@ -438,5 +350,5 @@ def _config_text(config: dict) -> str:
     return f"experiment profile {config['profile']}: {settings}"
 
 
-__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "available_cpus", "cpu_shares", "finished_part", "judge_claims",
+__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "finished_part", "judge_claims",
            "part_config", "reproduce", "run_part", "run_parts", "write_report"]

@@ -149,12 +149,3 @@ def test_a_part_failing_side_by_side_is_one_line_and_the_other_part_finishes(tmp
     assert "Traceback" not in "\n".join(err)
     assert (tmp_path / "direct_vs_relay" / "part.json").exists()
     assert not (tmp_path / "report.md").exists()
-
-
-def test_cpu_shares_deal_the_cpus_out_in_turn(monkeypatch):
-    monkeypatch.setattr(rep.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    monkeypatch.setattr(rep.os, "sched_setaffinity", lambda pid, cpus: None, raising=False)
-    assert rep.cpu_shares(2) == [{0, 2}, {1, 3}]
-    assert rep.cpu_shares(4) == [{0}, {1}, {2}, {3}]
-    assert rep.cpu_shares(5) == [None] * 5  # more workers than CPUs: none pinned
-    assert rep.cpu_shares(1) == [{0, 1, 2, 3}]
