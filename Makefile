@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 BENCH_VENV ?= .venv-bench
 OUT ?= results
 
-.PHONY: run test bench bench-mfu bench-memory bench-real bench-gpu bench-tl clean
+.PHONY: run test bench bench-mfu bench-memory bench-real bench-gpu bench-tl stress-interruptions clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench-memory: $(VENV)/.installed
 # SmolLM2-135M against transformers (sdpa, eager) at T 1024 and 4096 (~10 min on 2 cores).
 bench-real: $(VENV)/.installed
 	$(BIN)/python benchmarks/real_model.py
+
+# A sweep, a training run and reproduce stopped at random moments, then finished (~3 min on 2 cores).
+stress-interruptions: $(VENV)/.installed
+	$(BIN)/python benchmarks/interruptions.py
 
 # Both at GPU sizes, under five minutes; installs jax[cuda12] into .venv-gpu first.
 bench-gpu:

@@ -7,7 +7,8 @@ once uninterrupted and times it, then starts it again in another folder and stop
 uniformly random fraction of that time, with SIGKILL or SIGINT (a fair coin, seeded), as many
 times as asked, and finally lets it finish. It prints, per command, how the stops ended (exit
 codes), whether the finished results equal the uninterrupted run's (sweep cells array for array,
-training parameters and history, the claims table; timings left out) and any temporary file left.
+training parameters and history, the claims table; timings left out) and any temporary file left;
+it exits 1 if any command's results differ, a file is left or a stop printed a traceback.
 
     python benchmarks/interruptions.py                 # 10 stops per command (about 5 minutes on 2 CPU cores)
     python benchmarks/interruptions.py --stops 3       # a smoke run
@@ -112,6 +113,7 @@ def main() -> None:
     parser.add_argument("--commands", nargs="+", choices=sorted(COMMANDS), default=list(COMMANDS))
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    failed = []
     with tempfile.TemporaryDirectory() as root:
         for kind in args.commands:
             row = stress(kind, args.stops, rng, Path(root))
@@ -119,6 +121,10 @@ def main() -> None:
             print(f"{kind:<10} uninterrupted {row['seconds']:5.1f} s; {args.stops} stops: {endings}; "
                   f"results identical: {row['identical']}; temporary files left: {row['temporaries'] or 'none'}",
                   flush=True)
+            if not row["identical"] or row["temporaries"] or any("traceback" in how for how in row["endings"]):
+                failed.append(kind)
+    if failed:  # a check, not only a measurement: a stop that lost or changed results fails the run
+        sys.exit(f"FAILED: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
