@@ -26,7 +26,7 @@ def test_every_task_answers_from_its_own_process():
 
 def test_a_failure_is_raised_after_the_running_tasks_end_and_no_new_one_starts():
     ended = []
-    with pytest.raises(ValueError, match="refused 1"):
+    with pytest.raises(ValueError, match="refused [12]"):  # t1's or t2's, whichever ended first
         workers.run_side_by_side(refuse, [(f"t{x}", (x,)) for x in (1, 2, 3)], jobs=2,
                                  done=lambda label, answer: ended.append((label, type(answer).__name__)))
     assert sorted(ended) == [("t1", "ValueError"), ("t2", "ValueError")]  # t3 never started
