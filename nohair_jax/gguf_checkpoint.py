@@ -89,6 +89,8 @@ class GGUFTensor(NamedTuple):
 # GGUF metadata value types (the gguf spec's numbering) -> struct code; 7 bool, 8 string, 9 array.
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 10: "Q", 11: "q", 12: "d"}
 _BOOL, _STRING, _ARRAY = 7, 8, 9
+# Tensor types stored element by element (as numpy reads them); every other type is blocks of bytes.
+_UNBLOCKED = {"F16": "<f2", "F32": "<f4", "F64": "<f8", "I8": "<i1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
 
 
 class GGUFFile:
@@ -164,9 +166,8 @@ class GGUFFile:
             raise ValueError(f"tensor {name} ends past the end of the file")
         raw = np.frombuffer(self._buf, dtype=np.uint8, count=n_bytes, offset=first)
         numpy_shape = tuple(reversed(dims))
-        plain = {"F16": "<f2", "F32": "<f4", "F64": "<f8", "I8": "<i1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
-        if qtype.name in plain:
-            data = raw.view(plain[qtype.name]).reshape(numpy_shape)
+        if qtype.name in _UNBLOCKED:
+            data = raw.view(_UNBLOCKED[qtype.name]).reshape(numpy_shape)
         else:  # blocks of bytes, as gguf.quants.dequantize takes them
             data = raw.reshape(gguf.quant_shape_to_byte_shape(numpy_shape, qtype))
         return GGUFTensor(name, qtype, dims, data)

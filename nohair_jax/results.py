@@ -44,6 +44,12 @@ def _remove_stale_temporaries(path: Path) -> None:
             stale.unlink(missing_ok=True)
 
 
+def _put_in_place(tmp: str, path: Path) -> None:
+    """The one rename that publishes a finished temporary file, then the dead writers' leftovers go."""
+    os.replace(tmp, path)
+    _remove_stale_temporaries(path)
+
+
 _GROUPS: list[list[tuple[str, Path]]] = []  # open ``written_together`` blocks, innermost last
 
 
@@ -70,8 +76,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if _GROUPS:
             _GROUPS[-1].append((tmp, path))
             return
-        os.replace(tmp, path)
-        _remove_stale_temporaries(path)
+        _put_in_place(tmp, path)
     finally:
         if not (_GROUPS and (tmp, path) in _GROUPS[-1]) and os.path.exists(tmp):
             os.remove(tmp)
@@ -98,8 +103,7 @@ def written_together() -> Iterator[None]:
         if _GROUPS:  # nested: the outer block decides
             _GROUPS[-1].append((tmp, path))
             continue
-        os.replace(tmp, path)
-        _remove_stale_temporaries(path)
+        _put_in_place(tmp, path)
 
 
 class FolderBusyError(RuntimeError):
