@@ -3,7 +3,8 @@
 ``TINY`` is its config (vocab 64, d_model 32, 4 heads, 3 layers, learned positions up to 64
 tokens): small enough to compile in a second, deep enough to have relay (layers >= 2).
 ``make_tiny(seed=0, **overrides)`` builds a ``Transformer`` of it with any field changed.
-``assert_same_cells(a, b, n_cells)`` checks two sweep folders' cells equal.
+``assert_same_cells(a, b, n_cells)`` checks two sweep folders' cells equal. ``LONGEST_FIRST``: the
+slowest tests start first, so that the two workers finish together.
 Tests that need another architecture on purpose (a reference implementation's case list, a
 closed form that needs one head) build their own and say why.
 """
@@ -18,6 +19,21 @@ from flax import nnx
 import nohair_jax as nh
 
 TINY = dict(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
+
+# The suite's longest tests (measured: 30 to 175 s each on 2 CPU cores), run first: pytest-xdist
+# hands out tests in collection order, and the longest one started last would leave the other
+# worker idle while it finishes.
+LONGEST_FIRST = (
+    "test_reproduce.py::test_tiny_profile_end_to_end",
+    "test_distributed.py::",
+    "test_gguf_checkpoint.py::test_smollm_matches_transformers_float32",
+    "test_interrupt.py::",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = lambda item: next((i for i, key in enumerate(LONGEST_FIRST) if key in item.nodeid), len(LONGEST_FIRST))
+    items.sort(key=rank)  # stable: every other test keeps its order
 
 
 @pytest.fixture
