@@ -30,7 +30,7 @@ import jax
 from flax import nnx
 
 import nohair_jax as nh
-from nohair_jax.measure import untrained_model
+from nohair_jax.model import untrained_model
 from nohair_jax.offsets import _pairs_call, check_pairs, pair_offsets
 
 PROMPT_LEN = 16

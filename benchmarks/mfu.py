@@ -31,7 +31,7 @@ import numpy as np
 
 import nohair_jax as nh
 from nohair_jax.attention import DEFAULT_BLOCK, blockwise_attention, plain_attention
-from nohair_jax.measure import untrained_model
+from nohair_jax.model import untrained_model
 from nohair_jax.model import TransformerConfig
 
 PROMPT_LEN = 16

@@ -21,7 +21,7 @@ import jax
 
 import nohair_jax as nh
 from mfu import matmul_case, useful_flops  # benchmarks/ is on the path when a script in it runs
-from nohair_jax.measure import untrained_model
+from nohair_jax.model import untrained_model
 
 
 def best_time(fn, repeats: int) -> float:

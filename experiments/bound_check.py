@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.bound import check_bound, check_row
-from nohair_jax.measure import untrained_model
+from nohair_jax.model import untrained_model
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 
 PROFILES = {

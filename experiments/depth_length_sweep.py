@@ -84,7 +84,7 @@ def depth_differences(folder: Path, summary: dict, shared: dict) -> list[dict]:
                 entry.update(nh.alpha_difference(t, a, b, t_min=shared["fit_t_min"], floor_a=floor_a, floor_b=floor_b,
                                                   groups_a=g_a, groups_b=g_b, n_boot=shared["n_boot"]).to_dict())
             except ValueError as err:
-                entry["error"] = str(err)
+                entry.update(nh.FitRefused(str(err)).to_dict())
             out.append(entry)
     return out
 

@@ -35,7 +35,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
-from nohair_jax.measure import fit_layers, measure_model, untrained_model
+from nohair_jax.model import untrained_model
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 
 PROFILES = {
@@ -80,18 +80,18 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
             runs = []
             for k in p["seeds"]:
                 folder = out / f"depth_{depth}" / f"{name}_seed{seed + k}"
-                measure_model(uniform_model(depth, seed + k, gamma, p), pairs, folder, floor_pairs=1, fit_kwargs=fits,
-                              meta=dict(experiment="dilution", variant=name, seed=seed + k), progress=False)
-                with np.load(folder / "offsets.npz") as data:
-                    runs.append((data["l2"], data["floor"]))
+                m = nh.measure(uniform_model(depth, seed + k, gamma, p), pairs, floor_pairs=1, fit_kwargs=fits)
+                m.save(folder, meta=dict(experiment="dilution", variant=name, seed=seed + k))
+                runs.append((m.offsets.l2, m.floor))
             curves[name] = np.concatenate([l2 for l2, _ in runs])  # [seeds * pairs, L+1, T]
             floors[name] = np.max([floor for _, floor in runs], axis=0)
         groups = np.repeat(np.arange(len(p["seeds"])), p["n_pairs"])
-        row = dict(depth=depth, **{name: fit_layers(t, curves[name], floors[name], groups=groups, **fits)
-                                   for name in VARIANTS})
+        pooled = {name: nh.fit_layers(t, curves[name], floors[name], groups=groups, **fits) for name in VARIANTS}
+        row = dict(depth=depth, **{name: [fit.to_dict() for fit in pooled[name]] for name in VARIANTS})
         row["difference"] = [_difference(t, curves, floors, layer, groups, fits) for layer in range(1, depth + 1)]
         relay = np.asarray(nh.relay.offsets(p["prompt_len"], p["length"], depth))
-        windows = [f.get("t_range", (p["t_min"], p["length"])) for f in row["uniform"]]  # the relay model on the same
+        windows = [f.t_range if isinstance(f, nh.PowerLawFit) else (p["t_min"], p["length"])  # the relay model on the same
+                   for f in pooled["uniform"]]
         row["relay"] = [nh.fit_power_law(t, relay[layer], t_min=w[0], t_max=w[1], n_boot=0).alpha
                         for layer, w in enumerate(windows, start=1)]
         rows.append(row)
@@ -109,7 +109,7 @@ def _difference(t, curves: dict, floors: dict, layer: int, groups: np.ndarray, f
                                    floor_a=floors["uniform"][layer], floor_b=floors["uniform_bias"][layer],
                                    groups_a=groups, groups_b=groups, **fits).to_dict()
     except ValueError as err:  # a window refused by the noise floor on either side
-        return {"error": str(err)}
+        return nh.FitRefused(str(err)).to_dict()
 
 
 def draw(out: Path) -> None:
@@ -119,9 +119,8 @@ def draw(out: Path) -> None:
     for i, row in enumerate(s["rows"]):
         layers = np.arange(1, row["depth"] + 1) + 0.08 * (i - 1)  # depths side by side
         for name, marker in (("uniform", "o"), ("uniform_bias", "s")):
-            alpha = np.array([f.get("alpha", np.nan) for f in row[name]], dtype=float)
-            ci = np.array([f.get("ci") or (np.nan, np.nan) for f in row[name]], dtype=float).reshape(-1, 2)
-            ax_alpha.errorbar(layers, alpha, yerr=[alpha - ci[:, 0], ci[:, 1] - alpha], fmt=marker, ms=4, capsize=2,
+            alpha, lo, hi = nh.alpha_table([nh.fit_from_dict(f) for f in row[name]]).T
+            ax_alpha.errorbar(layers, alpha, yerr=[alpha - lo, hi - alpha], fmt=marker, ms=4, capsize=2,
                               color=f"C{i}", mfc="none" if name == "uniform_bias" else None,
                               label=f"depth {row['depth']}, {'with the bias' if name == 'uniform_bias' else 'no bias'}")
         ax_alpha.plot(layers, row["relay"], "x", color=f"C{i}", ms=6, label=f"depth {row['depth']}, relay model")
@@ -148,8 +147,8 @@ def main() -> None:
     args = parse_experiment_args(parser)
     summary = run(args.profile, args.out, args.seed)
     for row in summary["rows"]:
-        cells = [f"L{k}: {f['alpha']:.2f} vs {g.get('alpha', float('nan')):.2f} (relay {r:.2f})" if "alpha" in f else
-                 f"L{k}: no fit" for k, (f, g, r) in enumerate(zip(row["uniform"], row["uniform_bias"], row["relay"]), 1)]
+        pairs = zip(map(nh.fit_from_dict, row["uniform"]), map(nh.fit_from_dict, row["uniform_bias"]), row["relay"])
+        cells = [f"L{k}: {f.brief()} vs {g.brief()} (relay {r:.2f})" for k, (f, g, r) in enumerate(pairs, 1)]
         print(f"depth {row['depth']}, alpha without vs with the bias: " + "; ".join(cells))
     print(part_claims_text("dilution", summary))
 

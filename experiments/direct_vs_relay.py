@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.measure import fit_layers, untrained_model
+from nohair_jax.model import untrained_model
 from nohair_jax.paths import direct_relay_split
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 
@@ -39,7 +39,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     split = direct_relay_split(model, *pairs, progress=True)
     save_npz(out / "split.npz", t=split.t, **{part: getattr(split, part) for part in PARTS})
     # Relay is exactly zero at layer 1 (nothing to relay yet): its fit there is refused, by design.
-    fits = {part: fit_layers(split.t, getattr(split, part), None) for part in PARTS}
+    fits = {part: [fit.to_dict() for fit in nh.fit_layers(split.t, getattr(split, part))] for part in PARTS}
     result = dict(profile=profile, settings=p, seed=seed, model=model.config.to_dict(), fits=fits)
     save_json(out / "split.json", result)
     draw(out)
@@ -54,8 +54,8 @@ def draw(out: Path) -> None:
         for part, style in zip(PARTS, ("k-", "C0-", "C3-")):
             curve = nh.summary_curve(data[part][:, layer])
             if np.all(curve > 0):
-                fit = saved["fits"][part][layer - 1]
-                label = part + (f", alpha {fit['alpha']:.2f}" if "alpha" in fit else "")
+                fit = nh.fit_from_dict(saved["fits"][part][layer - 1])
+                label = part + (f", alpha {fit.alpha:.2f}" if isinstance(fit, nh.PowerLawFit) else "")
                 ax.loglog(data["t"], curve, style, label=label)
         ax.set(title=f"layer {layer}", xlabel="t")
         ax.legend(fontsize=8)
@@ -70,7 +70,7 @@ def main() -> None:
     args = parse_experiment_args(parser)
     result = run(args.profile, args.out, args.seed)
     for part in PARTS:
-        cells = [f"{f['alpha']:.2f}" if "alpha" in f else "-" for f in result["fits"][part]]
+        cells = [nh.fit_from_dict(f).brief() for f in result["fits"][part]]
         print(f"{part:>6} alpha per layer: {', '.join(cells)}")
 
 

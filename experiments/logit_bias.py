@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
-from nohair_jax.measure import default_config
+from nohair_jax.config import default_config
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
@@ -80,14 +80,11 @@ def in_context(out: Path, p: dict, runs: dict) -> dict:
         (t, bias, floor_b), (_, plain, floor_p) = curves["bias"], curves["no_bias"]
         row = dict(step=int(step))
         for name, (_, l2, floor) in curves.items():
-            try:
-                row[name] = nh.fit_power_law(t, l2, t_max=t_max, floor=floor).to_dict()
-            except ValueError as err:  # a window refused by the noise floor
-                row[name] = {"error": str(err)}
+            row[name] = nh.fit_or_refuse(t, l2, t_max=t_max, floor=floor).to_dict()
         try:
             row["difference"] = nh.alpha_difference(t, bias, plain, t_max=t_max, floor_a=floor_b, floor_b=floor_p).to_dict()
         except ValueError as err:
-            row["difference"] = {"error": str(err)}
+            row["difference"] = nh.FitRefused(str(err)).to_dict()
         rows.append(row)
     return dict(t_max=t_max, steps_total=p["steps"], rows=rows)
 

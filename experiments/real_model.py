@@ -41,7 +41,6 @@ from nohair_jax.bound import BoundNotApplicable, explicit_bounds, measure_condit
 from nohair_jax.checkpoints import PACKAGED_MODELS, CheckpointError, packaged_model_path, tokenize
 from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
-from nohair_jax.measure import fit_layers, measure_model
 from nohair_jax.plots import drawn_layers
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 from nohair_jax.token_dynamics import layer_measures
@@ -122,8 +121,8 @@ def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l
     out = {}
     if split:
         parts = nh.direct_relay_split(model, *(x[:k] for x in pairs))
-        out["split"] = dict(direct=fit_layers(parts.t, parts.direct, None, **_fits(p)),
-                            relay=fit_layers(parts.t, parts.relay, None, **_fits(p)))
+        out["split"] = {part: [fit.to_dict() for fit in nh.fit_layers(parts.t, getattr(parts, part), **_fits(p))]
+                        for part in ("direct", "relay")}
     return dict(
         out,
         conditions=dict(logit_bound=cond["logit_bound"], sigma_min_attn=cond["sigma_min"][0:-1:2],
@@ -165,26 +164,25 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
 
     meta = dict(checkpoint=CHECKPOINT, text="held-out part of the embedded stdlib corpus, model tokenizer")
     # The vocabulary projection (49152 x 576 per token) only at the log-spaced t: KL's half-life reads bins of log t.
-    measure = dict(floor_pairs=1, kl_positions="log", fit_kwargs=_fits(p))
-    trained = measure_model(model, pairs, out / "trained", meta=meta, **measure)
+    how = dict(floor_pairs=1, kl_positions="log", fit_kwargs=_fits(p))
+    trained = nh.measure(model, pairs, progress=True, **how)
+    trained.save(out / "trained", meta=meta)
     inits, floors, curves, init0 = [], [], [], None
     for seed in p["init_seeds"]:
         init = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
         if init0 is None:
             init0 = init  # the first seed's model: the side measures run on it
         sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
-        summary = measure_model(init, sub, out / f"init_seed{seed}", meta=dict(meta, init_seed=seed), **measure)
-        with np.load(out / f"init_seed{seed}" / "offsets.npz") as data:
-            curves.append(data["l2"])
-            floors.append(data["floor"])
-        inits.append(dict(seed=seed, fits=summary["fits"]))
+        m = nh.measure(init, sub, progress=True, **how)
+        inits.append(dict(seed=seed, fits=m.save(out / f"init_seed{seed}", meta=dict(meta, init_seed=seed))["fits"]))
+        curves.append(m.offsets.l2)
+        floors.append(m.floor)
     pooled = np.concatenate(curves)  # every seed's pairs; intervals resample seeds, then pairs within them
     seed_of_pair = np.repeat(np.arange(len(curves)), [c.shape[0] for c in curves])
     init_floor = np.max(floors, axis=0)
     t = np.arange(1, pooled.shape[-1] + 1)
-    init_fits = fit_layers(t, pooled, init_floor, groups=seed_of_pair, **_fits(p))
-    with np.load(out / "trained" / "offsets.npz") as data:
-        trained_l2, trained_floor = data["l2"], data["floor"]
+    init_fits = [fit.to_dict() for fit in nh.fit_layers(t, pooled, init_floor, groups=seed_of_pair, **_fits(p))]
+    trained_l2, trained_floor = trained.offsets.l2, trained.floor
     difference = []  # trained minus init, per layer, on a common window
     for layer in range(1, cfg.n_layers + 1):
         try:
@@ -192,7 +190,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
                 t, trained_l2[:, layer], pooled[:, layer], t_min=p["fit_t_min"], floor_a=trained_floor[layer],
                 floor_b=init_floor[layer], groups_b=seed_of_pair, n_boot=p["n_boot"]).to_dict())
         except ValueError as err:  # a window refused by the noise floor on either side
-            difference.append({"error": str(err)})
+            difference.append(nh.FitRefused(str(err)).to_dict())
 
     summary = dict(
         profile=profile, settings=p, paper=PAPER, model=cfg.to_dict(), checkpoint=dict(
@@ -200,7 +198,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
         text=dict(source=meta["text"], tokens=int(text.size), prompt_len=p["prompt_len"], length=p["length"],
                   perplexity_trained=perplexity(model, pairs.continuations[:2]),
                   perplexity_init=perplexity(init0, pairs.continuations[:2])),
-        trained=dict(fits=trained["fits"], **_side_measures(model, pairs, windows, p, trained_l2)),
+        trained=dict(fits=[fit.to_dict() for fit in trained.fits], **_side_measures(model, pairs, windows, p, trained_l2)),
         init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
                   interval="hierarchical bootstrap: seeds, then pairs within them",
                   **_side_measures(init0, pairs, windows, p, curves[0], split=False)),  # the split: trained only
@@ -216,19 +214,23 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
 # ------------------------------------------------------------------------------------- figures
 
 
+def _fitted(saved: list[dict]) -> list[tuple[int, nh.PowerLawFit]]:
+    """(layer, fit) of every layer of a saved fit list whose fit was not refused."""
+    return [(k, f) for k, f in enumerate(map(nh.fit_from_dict, saved), start=1) if isinstance(f, nh.PowerLawFit)]
+
+
 def _alpha_band(ax, fits: list[dict], label: str, color, style="-") -> None:
-    layers = [k for k, f in enumerate(fits, start=1) if f.get("alpha") is not None]
-    alpha = np.array([fits[k - 1]["alpha"] for k in layers])
-    ci = np.array([fits[k - 1]["ci"] if fits[k - 1].get("ci") and None not in fits[k - 1]["ci"] else (np.nan, np.nan)
-                   for k in layers], dtype=float).reshape(-1, 2)
+    table = nh.alpha_table([nh.fit_from_dict(f) for f in fits])
+    layers = np.flatnonzero(np.isfinite(table[:, 0])) + 1
+    alpha, lo, hi = table[layers - 1].T
     ax.plot(layers, alpha, style, color=color, marker="o", ms=3, label=label)
-    ax.fill_between(layers, ci[:, 0], ci[:, 1], color=color, alpha=0.2, lw=0)
+    ax.fill_between(layers, lo, hi, color=color, alpha=0.2, lw=0)
 
 
 def draw(out: Path) -> None:
     s = load_json(out / "summary.json")
     n_layers, p = s["model"]["n_layers"], s["settings"]
-    window = next((f["t_range"] for f in s["trained"]["fits"] if "t_range" in f), None)
+    window = next((list(f.t_range) for _, f in _fitted(s["trained"]["fits"])), None)
 
     fig = Figure(figsize=(9, 5))
     ax = fig.subplots()
@@ -237,7 +239,7 @@ def draw(out: Path) -> None:
     _alpha_band(ax, s["trained"]["fits"], "trained (SmolLM2-135M-Instruct, Q4_1)", "C0")
     _alpha_band(ax, s["init"]["fits"], f"same config at init, seeds {s['init']['seeds']} (x: each seed)", "C1")
     for row in s["init"]["per_seed"]:
-        pts = [(k, f["alpha"]) for k, f in enumerate(row["fits"], start=1) if f.get("alpha") is not None]
+        pts = [(k, f.alpha) for k, f in _fitted(row["fits"])]
         ax.plot(*zip(*pts), "x", color="C1", ms=4, alpha=0.6) if pts else None
     _alpha_band(ax, s["trained"]["split"]["direct"], "trained, direct read of the prompt", "C2", "--")
     _alpha_band(ax, s["trained"]["split"]["relay"], "trained, relay", "C3", ":")
@@ -319,10 +321,9 @@ def main() -> None:
     if reason:
         raise SystemExit(reason)
     s = run(args.profile, args.out)
-    fmt = lambda f: f"{f['alpha']:.2f}" if f.get("alpha") is not None else "-"  # noqa: E731
     for key in ("trained", "init"):
         layers = drawn_layers(len(s[key]["fits"]))
-        print(f"{key:>8} alpha, layers {layers}: " + ", ".join(fmt(s[key]["fits"][k - 1]) for k in layers))
+        print(f"{key:>8} alpha, layers {layers}: " + ", ".join(nh.fit_from_dict(s[key]["fits"][k - 1]).brief() for k in layers))
     half = s["system_prompts"]["half_life"]
     print(f"system-prompt KL: peak at t = {half['peak_t']:.0f}, half of it by t = {half['t']} {half['ci']}, below "
           f"{half['threshold']} nats by t = {half['t_below']} {half['ci_below']}; {s['wall_s'] / 60:.1f} min")

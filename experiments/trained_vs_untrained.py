@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.bound import check_bound, check_row
-from nohair_jax.measure import default_config, fit_layers
+from nohair_jax.config import default_config
 from nohair_jax.claims import part_claims_text
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 from nohair_jax.train import TrainConfig, offsets_callback, train
@@ -67,7 +67,7 @@ def run(
         for step in (0, p["steps"]):
             with np.load(run_dir / f"offsets_step{step}.npz") as data:
                 curves[step] = (data["t"], data["l2"], data["floor"])
-            in_context[step] = fit_layers(*curves[step], t_max=p["context"] - p["prompt_len"])
+            in_context[step] = [fit.to_dict() for fit in nh.fit_layers(*curves[step], t_max=p["context"] - p["prompt_len"])]
         # The bound on the trained model, inside its training context: conditions, explicit bound, shape test.
         inside = nh.PromptPairs(pairs.prompts_a, pairs.prompts_b, pairs.continuations[:, : p["context"] - p["prompt_len"]])
         bound = check_row(check_bound(result.model, inside, run_dir / "bound", seed=seed, progress=False,
@@ -92,12 +92,8 @@ def _differences(trained, untrained, p: dict) -> list[dict]:
             rows.append(nh.alpha_difference(t, l2_trained[:, layer], l2_untrained[:, layer], t_max=p["context"] - p["prompt_len"],
                                             floor_a=floor_trained[layer], floor_b=floor_untrained[layer]).to_dict())
         except ValueError as err:  # the noise floor or too few pairs
-            rows.append({"error": str(err)})
+            rows.append(nh.FitRefused(str(err)).to_dict())
     return rows
-
-
-def _alpha(fit: dict) -> str:
-    return f"{fit['alpha']:.2f} [{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]" if "alpha" in fit else "no fit"
 
 
 def draw(out: Path) -> None:
@@ -139,7 +135,7 @@ def main() -> None:
     for r in summary["runs"]:
         print(f"seed {r['seed']}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")
         for key in ("untrained", "trained", "untrained_in_context", "trained_in_context"):
-            print(f"  {key + ' alpha per layer:':<38}" + "; ".join(_alpha(f) for f in r[key]))
+            print(f"  {key + ' alpha per layer:':<38}" + "; ".join(nh.fit_from_dict(f).brief() for f in r[key]))
     print(part_claims_text("trained_vs_untrained", summary))
 
 

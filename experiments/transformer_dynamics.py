@@ -15,7 +15,7 @@ above 1 says the MLP is strong enough to override attention, not that it steers 
 Models: a byte-level model trained on the embedded corpus (briefly, or ``--checkpoint-dir`` of a
 ``nohair train`` / ``experiments/trained_vs_untrained.py`` run, e.g.
 ``results/trained_vs_untrained/seed0``), the same model at its initialisation, and untrained
-models of the default architecture (``measure.untrained_model``: learned positions) at a few
+models of the default architecture (``model.untrained_model``: learned positions) at a few
 depths, all on the same held-out windows.
 
     python experiments/transformer_dynamics.py --out results/transformer_dynamics   # quick: trains 300 steps
@@ -34,7 +34,8 @@ from flax import nnx
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.measure import default_config, untrained_model
+from nohair_jax.config import default_config
+from nohair_jax.model import untrained_model
 from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 from nohair_jax.token_dynamics import layer_measures

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 import numpy as np
 
 import nohair_jax as nh
-from nohair_jax.measure import measure_model, untrained_model
+from nohair_jax.model import untrained_model
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
 
 PROFILES = {
@@ -37,31 +37,30 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         model = untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
         pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
         print(f"depth {depth}: {p['n_pairs']} pairs, T = {p['length']}", flush=True)
-        summary = measure_model(model, pairs, out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
-        rows.append(dict(depth=depth, fits=summary["fits"], decay_laws=decay_laws(out / f"depth_{depth}", summary["fits"])))
+        m = nh.measure(model, pairs, progress=True)
+        m.save(out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
+        rows.append(dict(depth=depth, fits=[fit.to_dict() for fit in m.fits], decay_laws=decay_laws(m)))
     result = dict(profile=profile, settings=p, seed=seed, paper_range_untrained=[0.2, 0.5], rows=rows)
     save_json(out / "summary.json", result)
     draw(out)
     return result
 
 
-def decay_laws(folder: Path, fits: list[dict]) -> list[dict]:
+def decay_laws(m: nh.Measurement) -> list[dict]:
     """Per layer, the power law against the alternatives (``fit.compare_decay_laws``) on the window of
     its alpha fit, the relay model's shape among them; ``{"error": ...}`` where the layer was not fitted."""
-    with np.load(folder / "offsets.npz") as data:
-        l2, t, prompt_len = data["l2"], data["t"], int(data["prompt_len"])
-    relay_shapes = np.asarray(nh.relay.offsets(prompt_len, t.size, l2.shape[1] - 1))
+    t, l2 = m.offsets.t, m.offsets.l2
+    relay_shapes = np.asarray(nh.relay.offsets(m.offsets.prompt_len, t.size, l2.shape[1] - 1))
     rows = []
-    for layer, fit in enumerate(fits, start=1):
-        if fit.get("alpha") is None:
-            rows.append({"error": fit.get("error", "no fit")})
+    for layer, fit in enumerate(m.fits, start=1):
+        if isinstance(fit, nh.FitRefused):
+            rows.append(fit.to_dict())
             continue
-        t0, t1 = fit["t_range"]
         try:
-            rows.append(nh.compare_decay_laws(t, l2[:, layer], t_min=t0, t_max=t1,
+            rows.append(nh.compare_decay_laws(t, l2[:, layer], t_min=fit.t_range[0], t_max=fit.t_range[1],
                                               shapes={"relay": relay_shapes[layer]}).to_dict())
         except ValueError as err:  # a window too short for five bins
-            rows.append({"error": str(err)})
+            rows.append(nh.FitRefused(str(err)).to_dict())
     return rows
 
 
@@ -72,11 +71,10 @@ def draw(out: Path) -> None:
     lo, hi = saved["paper_range_untrained"]
     ax.axhspan(lo, hi, color="grey", alpha=0.2, label=f"paper, untrained: {lo} to {hi}")
     for row in saved["rows"]:
-        fits = [(layer, f) for layer, f in enumerate(row["fits"], start=1) if "alpha" in f]
-        layers = [layer for layer, _ in fits]
-        alphas = [f["alpha"] for _, f in fits]
-        err = [[f["alpha"] - f["ci"][0] for _, f in fits], [f["ci"][1] - f["alpha"] for _, f in fits]]
-        ax.errorbar(layers, alphas, yerr=err, marker="o", capsize=3, label=f"depth {row['depth']}")
+        table = nh.alpha_table([nh.fit_from_dict(f) for f in row["fits"]])
+        layers = np.flatnonzero(np.isfinite(table[:, 0])) + 1
+        alpha, lo, hi = table[layers - 1].T
+        ax.errorbar(layers, alpha, yerr=[alpha - lo, hi - alpha], marker="o", capsize=3, label=f"depth {row['depth']}")
     window = saved["rows"][0]["fits"][0].get("t_range")
     ax.set(xlabel="layer", ylabel="alpha", title=f"untrained models, fit window t in {window}")
     ax.legend(fontsize=8)
@@ -89,7 +87,7 @@ def main() -> None:
     args = parse_experiment_args(parser)
     result = run(args.profile, args.out, args.seed)
     for row in result["rows"]:
-        cells = [f"{f['alpha']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]" if "alpha" in f else "no fit" for f in row["fits"]]
+        cells = [nh.fit_from_dict(f).brief() for f in row["fits"]]
         print(f"depth {row['depth']}: " + "; ".join(cells))
 
 

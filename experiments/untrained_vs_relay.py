@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.measure import untrained_model
+from nohair_jax.model import untrained_model
 from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
 
 PROFILES = {

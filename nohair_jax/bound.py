@@ -28,19 +28,18 @@ Two checks against measured offsets ``d_l(t)`` (``prompt_pair_offsets``):
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 from matplotlib.figure import Figure
 
 from nohair_jax import relay
 from nohair_jax.fit import fit_power_law, summary_curve
 from nohair_jax.model import Transformer
-from nohair_jax.offsets import check_pairs, prompt_pair_offsets
+from nohair_jax.offsets import check_pairs, map_pairs, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 from nohair_jax.theory import bound as theory
@@ -151,10 +150,15 @@ def _norm_name(k: int) -> str:
     return f"layer {layer + 1} {('attention', 'MLP')[part]}"
 
 
-@functools.partial(jax.jit, static_argnames="graphdef")
-def _diagnostics_call(graphdef, state, tokens):
-    out = nnx.merge(graphdef, state)(tokens, diagnostics=True)
-    return out.hidden, out.diagnostics.norm_scale, out.diagnostics.max_abs_logit
+def _pair_conditions(model: Transformer, a: jax.Array, b: jax.Array, c: jax.Array):
+    """Traceable per-pair core: int [k, P], [k, P], [k, T] -> the residual streams at the prompt's
+    positions [k, L+1, 2, P, D] (runs a+c, b+c), the smallest input scale of every norm over both
+    runs and all positions [k, n_norms], the largest |attention logit| per layer [k, L]."""
+    k, prompt_len = a.shape
+    out = model(jnp.concatenate([jnp.concatenate([a, c], 1), jnp.concatenate([b, c], 1)]), diagnostics=True)
+    per_pair = lambda x: jnp.moveaxis(x.reshape(x.shape[0], 2, k, *x.shape[2:]), 2, 0)  # noqa: E731  [n, 2k, ...] -> [k, n, 2, ...]
+    return (per_pair(out.hidden[:, :, :prompt_len]), per_pair(out.diagnostics.norm_scale).min(axis=(2, 3)),
+            per_pair(out.diagnostics.max_abs_logit).max(axis=2))
 
 
 def _spectral(param) -> float:
@@ -173,24 +177,18 @@ def _length(param) -> float:
 def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) -> BoundConditions:
     """Measure the bound's conditions on ``model`` with prompt pairs (shapes as ``prompt_pair_offsets``).
 
-    Runs ``a+c`` and ``b+c`` of each pair (one compiled call per pair, full matmul precision) with
-    the model's diagnostics; weights are read in float64. Prompts must have equal length ``P``.
+    Runs ``a+c`` and ``b+c`` of each pair with the model's diagnostics through ``offsets.map_pairs``
+    (one compiled call per pair, full matmul precision); weights are read in float64. Prompts must
+    have equal length ``P``.
     """
     cfg = model.config
     a, b, c = check_pairs(cfg, prompts_a, prompts_b, continuations)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"the bound compares prompts of equal length, got P_a={a.shape[1]} and P_b={b.shape[1]}")
     prompt_len = a.shape[1]
-    graphdef, state = nnx.split(model)
-    logits, scales, offsets = [], [], []
-    with jax.default_matmul_precision("highest"):
-        for k in range(a.shape[0]):
-            tokens = np.stack([np.concatenate([a[k], c[k]]), np.concatenate([b[k], c[k]])])
-            hidden, scale, max_logit = _diagnostics_call(graphdef, state, tokens)
-            hidden = np.asarray(hidden[:, :, :prompt_len], np.float64)  # [L+1, 2, P, D]
-            offsets.append(np.linalg.norm(hidden[:, 0] - hidden[:, 1], axis=-1).max(axis=-1))
-            scales.append(np.asarray(scale, np.float64).min(axis=(1, 2)))
-            logits.append(np.asarray(max_logit, np.float64).max(axis=1))
+    hidden, scales, logits = map_pairs(_pair_conditions, model, a, b, c)
+    hidden = hidden.astype(np.float64)  # [n, L+1, 2, P, D]: the prompt offsets in float64
+    offsets = np.linalg.norm(hidden[:, :, 0] - hidden[:, :, 1], axis=-1).max(axis=-1)  # [n, L+1]
 
     blocks = list(model.blocks)
     norms = [n for blk in blocks for n in (blk.attn_norm, blk.mlp_norm)]
@@ -207,8 +205,8 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
         d_model=cfg.d_model,
         head_dim=cfg.head_dim,
         group=cfg.n_heads // cfg.kv_heads,
-        logit_bound=np.max(logits, axis=0),
-        sigma_min=np.min(scales, axis=0),
+        logit_bound=np.max(logits, axis=0).astype(np.float64),
+        sigma_min=np.min(scales, axis=0).astype(np.float64),
         gain=np.array([np.abs(np.asarray(n.scale[...], np.float64)).max() for n in norms]),
         norm_bias=np.array([_length(n.bias) for n in norms]),
         weight_norms={name: np.array([0.0 if m is None else _spectral(m.kernel) for m in mods])
@@ -264,7 +262,7 @@ def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) ->
     offsets to the relay model's ``delta_l`` (``relay.offsets(P, T, L)``) is fitted over
     ``[max(2, T // 16), T]`` (``fit_power_law``, mean over pairs, bootstrap over pairs):
     ``slope`` and ``interval`` are its log-log slope and interval; ``passes`` when the interval
-    reaches down to zero or below (the slope itself when there is no interval). ``slope_log_shape``, ``interval_log_shape``: the same for the
+    reaches down to zero or below (the slope itself when there is no interval, None). ``slope_log_shape``, ``interval_log_shape``: the same for the
     ratio to ``P (log t)^(l-1) / t`` (information only; see the module docstring).
     ``relay_prefactor``: the factor that best lays the relay shape on the mean curve in the window
     (least squares in log space). A layer that cannot be fitted gets ``{"layer", "error"}``.
@@ -282,13 +280,13 @@ def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) ->
             for suffix, reference in (("", shape[layer]), ("_log_shape", prompt_len * np.log(t) ** (layer - 1) / t)):
                 fit = fit_power_law(t, measured / reference, t_min=t_min, n_boot=n_boot, seed=seed)
                 entry["slope" + suffix] = -fit.alpha
-                entry["interval" + suffix] = [-fit.ci[1], -fit.ci[0]]
+                entry["interval" + suffix] = None if fit.ci is None else [-fit.ci[1], -fit.ci[0]]
         except ValueError as err:  # offsets not positive in the window, too short a window
             results.append({"layer": layer, "error": str(err)})
             continue
         entry["relay_prefactor"] = float(np.exp(np.mean(np.log(summary_curve(measured) / shape[layer]))))
-        lower = entry["interval"][0]  # nan without a bootstrap (one pair, n_boot = 0): judge the point estimate
-        entry["passes"] = bool((lower if np.isfinite(lower) else entry["slope"]) <= 0.0)
+        # Without a bootstrap (one pair, n_boot = 0) there is no interval: judge the point estimate.
+        entry["passes"] = bool((entry["slope"] if entry["interval"] is None else entry["interval"][0]) <= 0.0)
         results.append(entry)
     return results
 
@@ -398,7 +396,7 @@ def report(summary: dict) -> str:
         if "error" in shape:
             left = f"{'no fit: ' + shape['error'][:60]:>63}"
         else:
-            lo, hi = (_number(v, "+7.3f") for v in shape["interval"])
+            lo, hi = (_number(v, "+7.3f") for v in shape["interval"] or (None, None))
             left = (f"{shape['slope']:+8.3f} [{lo:>7}, {hi:>7}]{'':>9}  {'yes' if shape['passes'] else 'NO':>3}  "
                     f"{shape['slope_log_shape']:+20.3f}")
         if "error" in explicit:

@@ -137,7 +137,7 @@ def _shape_test(entries: list[dict]) -> tuple[str, list | None, bool, dict] | No
     passing = sum(e["passes"] for e in entries)
     text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
             f"{passing}/{len(entries)} layers pass")
-    interval = [round(v, 3) for v in worst["interval"]] if worst["interval"][0] is not None else None
+    interval = None if worst["interval"] is None else [round(v, 3) for v in worst["interval"]]
     return text, interval, passing == len(entries), dict(slopes=[e["slope"] for e in entries],
                                                          intervals=[e["interval"] for e in entries])
 

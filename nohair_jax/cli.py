@@ -147,18 +147,22 @@ def _fits_in_memory(cfg: TransformerConfig) -> TransformerConfig:
 
 def _fits_table(summary: dict) -> str:
     """alpha per layer of a ``fit.json`` as a readable table."""
+    from nohair_jax.fit import FitRefused, PowerLawFit, fit_from_dict
+
+    fits = [fit_from_dict(fit) for fit in summary["fits"]]
+    confidence = next((fit.confidence for fit in fits if isinstance(fit, PowerLawFit)), 0.95)
     lines = [
-        f"\nalpha per layer (fit window and {summary['fits'][0].get('confidence', 0.95):.0%} bootstrap interval over pairs)",
+        f"\nalpha per layer (fit window and {confidence:.0%} bootstrap interval over pairs)",
         f"{'layer':>5}  {'alpha':>6}  {'interval':>16}  {'R^2':>6}  {'window t':>12}  {'floor at t':>10}",
     ]
-    for layer, fit in enumerate(summary["fits"], start=1):
-        if "error" in fit:
-            lines.append(f"{layer:>5}  no fit: {fit['error']}")
+    for layer, fit in enumerate(fits, start=1):
+        if isinstance(fit, FitRefused):
+            lines.append(f"{layer:>5}  no fit: {fit.reason}")
             continue
-        interval = "none (1 pair)" if None in fit["ci"] else f"[{fit['ci'][0]:6.3f}, {fit['ci'][1]:6.3f}]"
-        floor = "-" if fit["floor_t"] is None else str(fit["floor_t"])
-        window = f"{fit['t_range'][0]}-{fit['t_range'][1]}"
-        lines.append(f"{layer:>5}  {fit['alpha']:6.3f}  {interval:>16}  {fit['r2']:6.3f}  {window:>12}  {floor:>10}")
+        interval = "none (1 pair)" if fit.ci is None else f"[{fit.ci[0]:6.3f}, {fit.ci[1]:6.3f}]"
+        floor = "-" if fit.floor_t is None else str(fit.floor_t)
+        window = f"{fit.t_range[0]}-{fit.t_range[1]}"
+        lines.append(f"{layer:>5}  {fit.alpha:6.3f}  {interval:>16}  {fit.r2:6.3f}  {window:>12}  {floor:>10}")
     half = summary.get("kl_half_life")
     if half is not None:
         def when(t, ci):
@@ -241,12 +245,13 @@ def _on_model(args, doing: str, job, report, files: str) -> int:
 
 
 def cmd_offsets(args) -> int:
-    from nohair_jax.measure import measure_model
+    from nohair_jax.measurement import measure
 
     def job(model, pairs, meta):
         fit_kwargs = dict(t_min=args.fit_t_min, n_boot=args.n_boot)
-        return measure_model(model, pairs, args.out, float64=args.float64, kl_positions=None if args.kl_at == "every" else "log",
-                             fit_kwargs=fit_kwargs, meta=meta)
+        kl_positions = None if args.kl_at == "every" else "log"
+        m = measure(model, pairs, float64=args.float64, kl_positions=kl_positions, fit_kwargs=fit_kwargs, progress=True)
+        return m.save(args.out, meta=meta)
 
     return _on_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png")
 

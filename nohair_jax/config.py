@@ -11,6 +11,8 @@ import dataclasses
 import math
 from typing import Any
 
+from nohair_jax.checks import check_int
+
 MLP_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 NORM_PLACEMENTS = ("pre", "post")
@@ -32,8 +34,7 @@ class PromptLogitBias:
     gamma: float = 1.0
 
     def __post_init__(self):
-        if not (isinstance(self.prompt_len, int) and not isinstance(self.prompt_len, bool) and self.prompt_len >= 1):
-            raise ValueError(f"PromptLogitBias.prompt_len must be an int >= 1, got {self.prompt_len!r}")
+        object.__setattr__(self, "prompt_len", check_int("PromptLogitBias.prompt_len", self.prompt_len))
         if not math.isfinite(self.gamma):
             raise ValueError(f"PromptLogitBias.gamma must be finite, got {self.gamma!r}")
 
@@ -104,8 +105,7 @@ class TransformerConfig:
             value = getattr(self, name)
             if value is None and name in ("n_kv_heads", "d_mlp"):
                 continue
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-                raise ValueError(f"TransformerConfig.{name} must be an int >= 1, got {value!r}")
+            object.__setattr__(self, name, check_int(f"TransformerConfig.{name}", value))
         for name in ("norm_eps", "rope_theta", "init_std"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -160,3 +160,9 @@ class TransformerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def default_config(depth: int, *, d_model: int = 128, max_len: int = 1024, **config) -> TransformerConfig:
+    """The experiments' architecture, trained or not: pre-LN, learned positions, GELU, one head per
+    32 features; ``config`` overrides any other ``TransformerConfig`` field."""
+    return TransformerConfig(d_model=d_model, n_heads=max(1, d_model // 32), n_layers=depth, max_len=max_len, **config)

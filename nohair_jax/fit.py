@@ -44,13 +44,19 @@ Everything is numpy, float64 throughout.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 __all__ = [
+    "FitRefused",
     "NoiseFloorError",
     "PowerLawFit",
+    "alpha_table",
+    "alphas",
+    "fit_from_dict",
+    "fit_layers",
+    "fit_or_refuse",
+    "fit_windows",
     "alpha_vs_window",
     "fit_power_law",
     "local_exponent",
@@ -79,13 +85,17 @@ class _BadWindowError(ValueError):
     """The requested window is empty, reversed, outside the data or holds too few bins."""
 
 
+class _BadValuesError(ValueError):
+    """The curves are non-finite, or not positive where a log is taken, inside the window."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PowerLawFit:
     """Result of ``fit_power_law``: ``d(t) ~ prefactor * t**-alpha`` over ``t_range``.
 
     alpha: decay exponent (dimensionless). ci: bootstrap interval of alpha over pairs at
-    ``confidence`` (over groups of pairs, then pairs, when ``n_groups`` is set), ``(nan, nan)`` for one
-    curve (or one pair) or ``n_boot = 0``. prefactor: in the units
+    ``confidence`` (over groups of pairs, then pairs, when ``n_groups`` is set), None for one
+    curve (or one pair) or ``n_boot = 0``: no interval exists. prefactor: in the units
     of ``d``. r2: of the log-log least squares on the ``n_bins`` binned points. t_range: first
     and last position actually used, after floor truncation. floor_t: first position
     ``>= t_min`` where the summary curve fell below ``floor_factor * floor`` (it may lie beyond
@@ -93,7 +103,7 @@ class PowerLawFit:
     """
 
     alpha: float
-    ci: tuple[float, float]
+    ci: tuple[float, float] | None
     prefactor: float
     r2: float
     t_range: tuple[int, int]
@@ -103,16 +113,75 @@ class PowerLawFit:
     confidence: float
     n_groups: int | None = None  # the hierarchical bootstrap's group count (seeds), None: over pairs only
 
-    def to_dict(self) -> dict:
-        """Plain ints/floats/None/lists; nan becomes None so that strict JSON accepts it."""
-        def plain(v):
-            if isinstance(v, tuple):
-                return [plain(x) for x in v]
-            if isinstance(v, float) and not math.isfinite(v):
-                return None
-            return v
+    def brief(self, spec: str = ".2f") -> str:
+        """alpha and its interval, ``"0.52 [0.40, 0.61]"``; no brackets where there is no interval."""
+        return format(self.alpha, spec) + ("" if self.ci is None else f" [{self.ci[0]:{spec}}, {self.ci[1]:{spec}}]")
 
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+    def to_dict(self) -> dict:
+        """Plain ints/floats/None/lists, as ``fit.json`` holds a fit."""
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in dataclasses.fields(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class FitRefused:
+    """A fit that was refused, and why (one line): the window lay below the noise floor, was too
+    short, or held values a log cannot take. Stands in a layer's place where ``PowerLawFit`` would."""
+
+    reason: str
+
+    def brief(self, spec: str = ".2f") -> str:
+        """``"no fit"`` (``PowerLawFit.brief``'s counterpart)."""
+        return "no fit"
+
+    def to_dict(self) -> dict:
+        """``{"error": reason}``, as ``fit.json`` holds a refused fit."""
+        return {"error": self.reason}
+
+
+def fit_from_dict(saved: dict) -> PowerLawFit | FitRefused:
+    """The fit a ``to_dict()`` of ``PowerLawFit`` or ``FitRefused`` was made from (read back from JSON)."""
+    if "error" in saved:
+        return FitRefused(saved["error"])
+    tuples = {"ci", "t_range"}
+    return PowerLawFit(**{k: tuple(v) if k in tuples and v is not None else v for k, v in saved.items()})
+
+
+def fit_or_refuse(t, d, **fit_kwargs) -> PowerLawFit | FitRefused:
+    """``fit_power_law(t, d, **fit_kwargs)``, or a ``FitRefused`` saying why where the data refuse a
+    fit (below the noise floor, too short a window, values a log cannot take); a bad setting raises."""
+    try:
+        return fit_power_law(t, d, **fit_kwargs)
+    except (NoiseFloorError, _BadWindowError, _BadValuesError) as err:
+        return FitRefused(str(err))
+
+
+def fit_layers(t, l2, floor=None, **fit_kwargs) -> list[PowerLawFit | FitRefused]:
+    """``fit_or_refuse`` of every layer 1..L of ``l2 [n_pairs, L+1, T]`` (layer 0, the embedding, is
+    not fitted); ``floor [L+1, T]`` or None; ``fit_kwargs`` go to every fit (``groups`` for a
+    hierarchical interval, say), so that one layer refused does not fail the whole model."""
+    return [fit_or_refuse(t, l2[:, layer], floor=None if floor is None else floor[layer], **fit_kwargs)
+            for layer in range(1, np.shape(l2)[1])]
+
+
+def alphas(fits: list[PowerLawFit | FitRefused]) -> list[float | None]:
+    """alpha of each fit, None where it was refused."""
+    return [fit.alpha if isinstance(fit, PowerLawFit) else None for fit in fits]
+
+
+def alpha_table(fits: list[PowerLawFit | FitRefused]) -> np.ndarray:
+    """float [len(fits), 3]: alpha, interval low, interval high of each fit; nan where refused or
+    where there is no interval (what a figure draws, error bars included)."""
+    rows = [(f.alpha, *(f.ci or (np.nan, np.nan))) if isinstance(f, PowerLawFit) else (np.nan,) * 3 for f in fits]
+    return np.array(rows, dtype=np.float64).reshape(len(fits), 3)
+
+
+def fit_windows(fits: list[PowerLawFit | FitRefused]) -> np.ndarray:
+    """int [L, 2]: the first and last t each layer's fit used (``t_range``); [0, 0] where it was refused.
+
+    Saved beside the offsets so that anyone can refit the raw curves on the same window.
+    """
+    windows = [fit.t_range if isinstance(fit, PowerLawFit) else (0, 0) for fit in fits]
+    return np.array(windows, dtype=np.int64).reshape(len(fits), 2)
 
 
 def summary_curve(d, summary: str = "mean") -> np.ndarray:
@@ -223,7 +292,7 @@ def fit_power_law(
     log_t_bin = _bin_mean(np.log(t_used), starts)
     slope, intercept, r2 = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d_used, summary)), starts))
 
-    ci = (math.nan, math.nan)
+    ci = None
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:  # one pair has no interval, not [alpha, alpha]
         boot = _bootstrap_alphas(d_used, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed, groups))
         lo, hi = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
@@ -279,18 +348,18 @@ def _bootstrap_alphas(d_used, log_t_bin, starts, summary, resamples) -> np.ndarr
 @dataclasses.dataclass(frozen=True)
 class AlphaDifference:
     """Result of ``alpha_difference``: ``alpha_a - alpha_b`` on one window ``t_range``, its bootstrap
-    interval ``ci`` at ``confidence`` (a and b resampled independently; (nan, nan) for ``n_boot = 0``),
+    interval ``ci`` at ``confidence`` (a and b resampled independently; None for ``n_boot = 0``),
     and both alphas."""
 
     difference: float
-    ci: tuple[float, float]
+    ci: tuple[float, float] | None
     alpha_a: float
     alpha_b: float
     t_range: tuple[int, int]
     confidence: float
 
     def to_dict(self) -> dict:
-        ci = None if math.isnan(self.ci[0]) else list(self.ci)
+        ci = None if self.ci is None else list(self.ci)
         return dict(difference=self.difference, ci=ci, alpha_a=self.alpha_a, alpha_b=self.alpha_b,
                     t_range=list(self.t_range), confidence=self.confidence)
 
@@ -323,8 +392,8 @@ def alpha_difference(
         slope, _, _ = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d, summary)), starts))
         alphas.append(float(-slope))
         boots.append(_bootstrap_alphas(d, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed + k, groups)))
-    lo, hi = (math.nan, math.nan) if n_boot == 0 else np.quantile(boots[0] - boots[1], [(1 - confidence) / 2, (1 + confidence) / 2])
-    return AlphaDifference(difference=alphas[0] - alphas[1], ci=(float(lo), float(hi)), alpha_a=alphas[0], alpha_b=alphas[1],
+    ci = None if n_boot == 0 else tuple(float(q) for q in np.quantile(boots[0] - boots[1], [(1 - confidence) / 2, (1 + confidence) / 2]))
+    return AlphaDifference(difference=alphas[0] - alphas[1], ci=ci, alpha_a=alphas[0], alpha_b=alphas[1],
                            t_range=(_py(t[window][0]), _py(t_end)), confidence=float(confidence))
 
 
@@ -651,7 +720,7 @@ def _check_values(t, d, window, ok, what):
     """Raise naming the first position in the window where ``ok(d)`` fails for some pair."""
     bad = window & ~ok(d).reshape(-1, t.size).all(axis=0)
     if bad.any():
-        raise ValueError(f"d is {what} inside the fit window at t = {_py(t[np.argmax(bad)])}")
+        raise _BadValuesError(f"d is {what} inside the fit window at t = {_py(t[np.argmax(bad)])}")
 
 
 def _py(x):

@@ -27,7 +27,7 @@ from flax import nnx
 from nohair_jax.attention import DEFAULT_BLOCK, blockwise_attention, plain_attention, position_dtype, use_blockwise
 from nohair_jax.config import (  # noqa: F401  re-exported: the config is read as nohair_jax.model.TransformerConfig too
     MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, ROPE_SCALING_KINDS, PromptLogitBias, RopeScaling,
-    TransformerConfig,
+    TransformerConfig, default_config,
 )
 
 class Diagnostics(NamedTuple):
@@ -48,11 +48,14 @@ class Diagnostics(NamedTuple):
 
 class ForwardOutput(NamedTuple):
     """logits [B, T, vocab]; hidden [L+1, B, T, D] with hidden[0] the embedding output and
-    hidden[l] the residual stream after block l, before any final norm; diagnostics or None."""
+    hidden[l] the residual stream after block l, before any final norm; diagnostics or None;
+    sublayers, on request: (attention, MLP) outputs [L, B, T, D] of every block, what each adds
+    to the residual stream in a pre-LN model (``hidden[l] = hidden[l-1] + attn[l-1] + mlp[l-1]``)."""
 
     logits: jax.Array
     hidden: jax.Array
     diagnostics: Diagnostics | None
+    sublayers: tuple[jax.Array, jax.Array] | None = None
 
 
 class Norm(nnx.Module):
@@ -216,7 +219,8 @@ class Block(nnx.Module):
         self.mlp_norm, self.mlp = Norm(cfg), MLP(cfg, rngs=rngs)
 
     def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv_stream: jax.Array | None = None):
-        """x [B, T, D] -> (x [B, T, D], norm input scales [2, B, T], attention stats or None).
+        """x [B, T, D] -> (x [B, T, D], norm input scales [2, B, T], attention stats or None,
+        (attention output, MLP output) [B, T, D] each: the sublayers' outputs before the residual add).
 
         ``kv_stream`` [B, T, D], if given, is the residual stream that keys and values are read
         from instead of ``x`` (queries, the residual path and the MLP still use ``x``).
@@ -227,12 +231,14 @@ class Block(nnx.Module):
             a, stats = self.attn(y, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv)
             x = x + a
             y, mlp_scale = self.mlp_norm(x)
-            x = x + self.mlp(y)
+            m = self.mlp(y)
+            x = x + m
         else:
             a, stats = self.attn(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv_stream)
             x, attn_scale = self.attn_norm(x + a)
-            x, mlp_scale = self.mlp_norm(x + self.mlp(x))
-        return x, jnp.stack([attn_scale, mlp_scale]), stats
+            m = self.mlp(x)
+            x, mlp_scale = self.mlp_norm(x + m)
+        return x, jnp.stack([attn_scale, mlp_scale]), stats, (a, m)
 
 
 class Transformer(nnx.Module):
@@ -280,6 +286,7 @@ class Transformer(nnx.Module):
         prompt_len: int | None = None,
         kv_streams: jax.Array | None = None,
         logits_at: jax.Array | None = None,
+        sublayers: bool = False,
     ) -> ForwardOutput:
         """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics.
 
@@ -290,20 +297,21 @@ class Transformer(nnx.Module):
         checks them on the host. ``logits_at`` int [K], if given, are the sequence indices (0-based)
         at which the final norm's output is projected onto the vocabulary: logits [B, K, vocab]
         (the projection is the costliest matrix product of a small model with a large vocabulary).
+        ``sublayers`` (static) returns every block's attention and MLP outputs too.
         """
         x0, rope = self.embed_tokens(tokens)
         block_def = nnx.graphdef(self.blocks[0])
 
         def step(x, inputs):
             state, kv_stream = inputs
-            x, scale, stats = nnx.merge(block_def, state)(
+            x, scale, stats, outputs = nnx.merge(block_def, state)(
                 x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=kv_stream)
-            return x, (x, scale, stats)
+            return x, (x, scale, stats, outputs if sublayers else None)
 
         # The blocks run as one scanned step over their stacked parameters: one block is traced and
         # compiled whatever the depth (30 unrolled layers took about 25 s to compile on a CPU).
         stacked = jax.tree.map(lambda *layers: jnp.stack(layers), *(nnx.state(b) for b in self.blocks))
-        x, (hidden, scales, stats) = jax.lax.scan(step, x0, (stacked, kv_streams))
+        x, (hidden, scales, stats, outputs) = jax.lax.scan(step, x0, (stacked, kv_streams))
 
         y, scales = x, scales.reshape(-1, *scales.shape[2:])  # [L, 2, B, T] -> [2L, B, T]
         if self.final_norm is not None:
@@ -317,4 +325,9 @@ class Transformer(nnx.Module):
         if diagnostics:
             diag = Diagnostics(norm_scale=scales, max_abs_logit=stats[0],
                                prompt_attention=None if prompt_len is None else stats[1])
-        return ForwardOutput(logits=logits, hidden=jnp.concatenate([x0[None], hidden]), diagnostics=diag)
+        return ForwardOutput(logits=logits, hidden=jnp.concatenate([x0[None], hidden]), diagnostics=diag, sublayers=outputs)
+
+
+def untrained_model(depth: int, *, seed: int = 0, **config) -> Transformer:
+    """``config.default_config(depth, **config)`` at random init from ``seed``."""
+    return Transformer(default_config(depth, **config), rngs=nnx.Rngs(seed))

@@ -7,9 +7,12 @@ Two prompts ``a``, ``b`` and one continuation ``c`` of length ``T``; the model r
     relative[l, t] = l2[l, t] / mean(||h_l(a+c)[P+t-1]||, ||h_l(b+c)[P+t-1]||)
     kl[t]          = KL( p(. | a+c[:P+t]) || p(. | b+c[:P+t]) )   (nats, next-token distributions)
 
-``pair_offsets`` is the pure, traceable computation (vmap or jit it as you like);
-``prompt_pair_offsets`` is the front door: it checks the inputs on the host, runs at full matmul
-precision, compiles once per shape and walks over pairs in equal chunks with a progress bar.
+``pair_offsets`` is the pure, traceable computation (vmap or jit it as you like). Two front doors
+run it, both checking the inputs on the host and running at full matmul precision:
+``prompt_pair_offsets`` (one model; compiles once per shape and walks over pairs in equal chunks
+with a progress bar, float64 and sparse KL positions on request) and ``sweep_offsets`` (several
+models of one config as stacked parameters, their (model, pair) items sharded over a device mesh,
+one program for all). ``measurement.measure`` picks between them.
 
 No padding anywhere, and by default one pair per compiled call: every pair runs through the same
 program at its own length, so a pair measured alone or among any others gives bit-identical
@@ -30,8 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
+from nohair_jax.checks import check_int
 from nohair_jax.fit import noise_floor_curve
 from nohair_jax.model import Transformer
 
@@ -264,8 +271,7 @@ def map_pairs(
     compiled in. Returns the outputs concatenated over pairs, as numpy arrays.
     """
     n = a.shape[0]
-    if not (isinstance(pairs_per_call, int) and pairs_per_call >= 1):
-        raise ValueError(f"pairs_per_call must be an int >= 1, got {pairs_per_call!r}")
+    check_int("pairs_per_call", pairs_per_call)
     k = min(pairs_per_call, n)
     graphdef, state = nnx.split(model)
     results = []
@@ -280,6 +286,84 @@ def map_pairs(
             out = _pairs_call(pair_fn, graphdef, state, a[idx], b[idx], c[idx], static=tuple(sorted(static.items())))
             results.append([np.asarray(x) for x in out])
     return [np.concatenate(parts)[:n] for parts in zip(*results)]
+
+
+def sweep_mesh(devices=None) -> Mesh:
+    """A one-axis mesh ``("items",)`` over ``devices`` (default: every device of every process)."""
+    return Mesh(np.asarray(jax.devices() if devices is None else devices), ("items",))
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "mesh", "batch_size"))
+def _stacked_offsets(states, items, prompts_a, prompts_b, continuations, *, graphdef, mesh, batch_size):
+    """states: parameters stacked [S, ...]; items int [M] (seed * N + pair, M a multiple of the device
+    count times batch_size); pairs [N, P], [N, P], [N, T] -> l2, relative, norm [M, L+1, T], kl [M, T]."""
+    n_pairs = prompts_a.shape[0]
+
+    def on_device(local_items, states, *pairs):
+        def one_item(item):
+            # Gather this item's parameters and pair; lax.map vmaps it, so a batch may mix seeds.
+            state = jax.tree.map(lambda x: x[item // n_pairs], states)
+            model = nnx.merge(graphdef, state)
+            return [x[0] for x in pair_offsets(model, *(x[item % n_pairs][None] for x in pairs))]
+
+        return jax.lax.map(one_item, local_items, batch_size=batch_size)
+
+    # Items are split over devices; parameters and pairs are small and replicated, so any item
+    # can run anywhere and no device talks to another. With no collectives inside, the
+    # varying-axis type check only gets in the way: it rejects loops whose carry starts as a
+    # replicated constant (the model's blockwise attention at long T), so it is off.
+    replicated = P()
+    return jax.shard_map(
+        on_device, mesh=mesh, in_specs=(P("items"), replicated, replicated, replicated, replicated), out_specs=P("items"),
+        check_vma=False,
+    )(items, states, prompts_a, prompts_b, continuations)
+
+
+def sweep_offsets(models: list[Transformer], prompts_a, prompts_b, continuations, *, mesh: Mesh | None = None,
+                  batch_size: int = 1) -> list[Offsets]:
+    """Offsets of the same pairs under several models of one config, in one compiled program.
+
+    Args:
+      models: S ``Transformer``s sharing one config (seeds of a sweep, checkpoints of a run).
+      prompts_a, prompts_b: int [N, P]; continuations: int [N, T] or [T] (as ``prompt_pair_offsets``).
+      mesh: a one-axis mesh (``sweep_mesh``) whose devices share the S * N items; default all devices.
+      batch_size: items vmapped together on a device. 1 (the default, the fastest on CPUs at long
+        T) gives l2, relative and norm equal to ``prompt_pair_offsets`` on each model alone to
+        float32 rounding: bit for bit in some configurations (one head of 16 features, the
+        packaged SmolLM2), not in others (the tests' 4-head tiny model: 2e-6 relative), as XLA
+        compiles the larger program's operations differently; kl to float32 rounding too.
+
+    Returns:
+      One ``Offsets`` per model: l2, relative, norm [N, L+1, T], kl [N, T], numpy arrays. The
+      program is cached by (config, mesh, batch_size, shapes), so S seeds compile it once.
+    """
+    graphdefs = {nnx.graphdef(m) for m in models}
+    if len(graphdefs) != 1:
+        raise ValueError(f"sweep_offsets needs models of one config, got {len(graphdefs)} different ones")
+    check_int("batch_size", batch_size)
+    mesh = sweep_mesh() if mesh is None else mesh
+    a, b, c = check_pairs(models[0].config, prompts_a, prompts_b, continuations)
+    n_items = len(models) * a.shape[0]
+    # Pad with repeats of the last item so every device gets the same number of whole batches.
+    items = np.minimum(np.arange(_round_up(n_items, mesh.size * batch_size)), n_items - 1).astype(np.int32)
+    states = jax.tree.map(lambda *xs: jnp.stack(xs), *(nnx.state(m) for m in models))
+    put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))  # noqa: E731
+    with jax.default_matmul_precision("highest"):
+        out = _stacked_offsets(
+            put(states, P()), put(items, P("items")), put(a, P()), put(b, P()), put(c, P()),
+            graphdef=graphdefs.pop(), mesh=mesh, batch_size=batch_size,
+        )
+    # On several hosts each holds only its devices' items; gather them everywhere.
+    l2, relative, norm, kl = (np.asarray(multihost_utils.process_allgather(x, tiled=True))[:n_items] for x in out)
+    per_model = lambda x: x.reshape(len(models), a.shape[0], *x.shape[1:])  # noqa: E731
+    return [
+        Offsets(l2=x_l2, relative=x_rel, kl=x_kl, norm=x_norm, prompt_len=a.shape[1])
+        for x_l2, x_rel, x_norm, x_kl in zip(*map(per_model, (l2, relative, norm, kl)))
+    ]
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 def measure_noise_floor(

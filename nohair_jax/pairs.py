@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from nohair_jax.checks import check_int
+
 
 class PromptPairs(NamedTuple):
     """prompts_a, prompts_b: int32 [n_pairs, P]; continuations: int32 [n_pairs, T]."""
@@ -21,8 +23,7 @@ class PromptPairs(NamedTuple):
 
 def _check_sizes(n_pairs: int, prompt_len: int, length: int) -> None:
     for name, value in (("n_pairs", n_pairs), ("prompt_len", prompt_len), ("length", length)):
-        if not (isinstance(value, (int, np.integer)) and value >= 1):
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_int(name, value)
 
 
 def random_prompt_pairs(

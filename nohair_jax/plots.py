@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from nohair_jax.fit import alpha_vs_window, local_exponent, summary_curve
+from nohair_jax.fit import FitRefused, PowerLawFit, alpha_vs_window, local_exponent, summary_curve
 
 MOST_LAYERS_DRAWN = 8
 
@@ -30,13 +30,14 @@ def layer_colors(n_layers: int) -> dict[int, tuple]:
     return {layer: colormaps["viridis"]((layer - 1) / (n_layers - 1)) for layer in range(1, n_layers + 1)}
 
 
-def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[dict], floor: np.ndarray | None, *, title: str = "") -> Figure:
+def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[PowerLawFit | FitRefused], floor: np.ndarray | None, *,
+                   title: str = "") -> Figure:
     """Three panels for one model: offsets per layer, local exponent per layer, alpha against window.
 
     Args:
       t: [T] continuation positions 1..T.
       l2: [n_pairs, L+1, T] offsets; layer 0 (identically zero) is not drawn.
-      fits: one dict per layer 1..L, ``PowerLawFit.to_dict()`` or ``{"error": message}``.
+      fits: one ``PowerLawFit`` or ``FitRefused`` per layer 1..L.
       floor: [L+1, T] measured noise floor, or None when it was not measured.
     """
     n_layers = l2.shape[1] - 1
@@ -49,12 +50,11 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[dict], floor: np.nd
         curve = summary_curve(l2[:, layer])
         positive = (l2[:, layer] > 0).all(axis=0)  # logs need every pair above zero
         label = f"layer {layer}"
-        if "alpha" in fit:
-            lo, hi = fit["ci"] if fit["ci"] and None not in fit["ci"] else (np.nan, np.nan)
-            label += f": alpha {fit['alpha']:.2f} [{lo:.2f}, {hi:.2f}]"
-            t0, t1 = fit["t_range"]
-            tt = np.geomspace(t0, t1, 50)
-            ax_off.plot(tt, fit["prefactor"] * tt ** -fit["alpha"], "k--", lw=1)
+        fitted = isinstance(fit, PowerLawFit)
+        if fitted:
+            label += f": alpha {fit.alpha:.2f}" + ("" if fit.ci is None else f" [{fit.ci[0]:.2f}, {fit.ci[1]:.2f}]")
+            tt = np.geomspace(*fit.t_range, 50)
+            ax_off.plot(tt, fit.prefactor * tt ** -fit.alpha, "k--", lw=1)
         ax_off.loglog(t[positive], curve[positive], color=color, label=label)
         if floor is not None and np.any(floor[layer] > 0):
             ax_off.loglog(t, floor[layer], color=color, ls=":", lw=1)
@@ -62,7 +62,7 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[dict], floor: np.nd
             t_loc, a_loc = local_exponent(t[positive], l2[:, layer][:, positive])
             ax_loc.semilogx(t_loc, a_loc, color=color, label=f"layer {layer}")
         if positive.all():
-            t_end = fit["t_range"][1] if "t_range" in fit else int(t[-1])
+            t_end = fit.t_range[1] if fitted else int(t[-1])
             starts = np.unique(np.geomspace(2, max(3, t_end / 8), 12).astype(int))
             alphas = alpha_vs_window(t, l2[:, layer], starts, [t_end])[:, 0]
             ax_win.semilogx(starts, alphas, "o-", color=color, ms=3, label=f"layer {layer}")

@@ -3,7 +3,7 @@
 A grid (``SweepGrid``) is the product of depths, widths, prompt lengths ``P``, continuation
 lengths ``T``, position encodings and prompt-logit-bias strengths; every point of it is a cell
 (``Cell``, one model shape). Within a cell all seeds and all pairs run through one compiled
-program (``sweep_offsets``): the per-seed parameters are stacked on a leading axis, the
+program (``offsets.sweep_offsets``, through ``measurement.measure``): the per-seed parameters are stacked on a leading axis, the
 (seed, pair) items are flattened onto one axis, that axis is sharded over every visible device
 (a one-axis ``Mesh`` and ``shard_map``) and each device walks over its items with ``lax.map``,
 vmapped ``batch_size`` at a time. No program is ever compiled per seed.
@@ -26,7 +26,6 @@ only. Nor is the code: a change that alters what a cell measures must bump ``_CE
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import itertools
 import json
@@ -35,26 +34,25 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
+from jax.sharding import Mesh
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from nohair_jax import relay
-from nohair_jax.fit import fit_power_law, summary_curve
-from nohair_jax.measure import fit_layers, default_config
+from nohair_jax.checks import check_int, is_int
+from nohair_jax.config import default_config
+from nohair_jax.fit import PowerLawFit, alpha_table, alphas, fit_from_dict, fit_layers, fit_power_law, summary_curve
+from nohair_jax.measurement import measure
 from nohair_jax.model import POSITION_KINDS, PromptLogitBias, Transformer, TransformerConfig
-from nohair_jax.offsets import Offsets, check_pairs, continuation_positions, measure_noise_floor, pair_offsets
+from nohair_jax.offsets import continuation_positions, sweep_mesh
 from nohair_jax.pairs import random_prompt_pairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 __all__ = [
     "AXES", "Cell", "SweepGrid", "cell_config", "cell_key", "cell_models", "draw_sweep", "measure_cell", "relay_alphas", "run_sweep",
-    "sweep_mesh", "sweep_offsets", "sweep_table",
+    "sweep_table",
 ]
 
 AXES = ("depth", "width", "prompt_len", "length", "position", "logit_bias")
@@ -85,7 +83,7 @@ class Cell:
 class SweepGrid:
     """The axes of a sweep (tuples; their product is the list of cells) and the settings every cell shares.
 
-    Models are ``measure.default_config``: pre-LN, GELU, one head per 32 features, GPT-2 init.
+    Models are ``config.default_config``: pre-LN, GELU, one head per 32 features, GPT-2 init.
     ``logit_bias`` holds gammas of the dilution-cancelling prompt logit bias, 0 for none (linear
     biases are not an axis: they are zero at init, so on/off would measure the same model twice).
     Every seed sees the same ``n_pairs`` random-token pairs (drawn from ``pair_seed``); the noise
@@ -114,19 +112,16 @@ class SweepGrid:
             if not values or len(set(values)) != len(values):
                 raise ValueError(f"SweepGrid.{name} must be non-empty without repeats, got {values}")
         for name in ("depths", "widths", "prompt_lens", "lengths"):
-            if not all(_is_int(v) and v >= 1 for v in getattr(self, name)):
+            if not all(is_int(v) and v >= 1 for v in getattr(self, name)):
                 raise ValueError(f"SweepGrid.{name} must hold ints >= 1, got {getattr(self, name)}")
-        if not all(_is_int(s) for s in self.seeds):
+        if not all(is_int(s) for s in self.seeds):
             raise ValueError(f"SweepGrid.seeds must hold ints, got {self.seeds}")
         if bad := [p for p in self.positions if p not in POSITION_KINDS]:
             raise ValueError(f"unknown position encoding {bad[0]!r}; expected one of {POSITION_KINDS}")
         if not all(isinstance(g, (int, float)) and math.isfinite(g) and g >= 0 for g in self.logit_bias):
             raise ValueError(f"SweepGrid.logit_bias must hold finite gammas >= 0 (0: no bias), got {self.logit_bias}")
-        for name in ("n_pairs", "vocab_size", "fit_t_min", "floor_pairs"):
-            if not (_is_int(getattr(self, name)) and getattr(self, name) >= 1):
-                raise ValueError(f"SweepGrid.{name} must be an int >= 1, got {getattr(self, name)!r}")
-        if not (_is_int(self.n_boot) and self.n_boot >= 0):
-            raise ValueError(f"SweepGrid.n_boot must be an int >= 0, got {self.n_boot!r}")
+        for name in ("n_pairs", "vocab_size", "fit_t_min", "floor_pairs", "n_boot"):
+            check_int(f"SweepGrid.{name}", getattr(self, name), low=int(name != "n_boot"))
         if self.fit_t_min >= min(self.lengths):
             raise ValueError(f"fit_t_min={self.fit_t_min} leaves no fit window at length {min(self.lengths)}")
 
@@ -141,12 +136,8 @@ class SweepGrid:
         return dataclasses.asdict(self)
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def cell_config(cell: Cell, grid: SweepGrid) -> TransformerConfig:
-    """The architecture of the cell's models (``measure.default_config``)."""
+    """The architecture of the cell's models (``config.default_config``)."""
     bias = PromptLogitBias(cell.prompt_len, float(cell.logit_bias)) if cell.logit_bias else None
     return default_config(cell.depth, d_model=cell.width, max_len=cell.prompt_len + cell.length,
                             vocab_size=grid.vocab_size, position=cell.position, prompt_logit_bias=bias)
@@ -165,93 +156,16 @@ def cell_key(cell: Cell, grid: SweepGrid) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def sweep_mesh(devices=None) -> Mesh:
-    """A one-axis mesh ``("items",)`` over ``devices`` (default: every device of every process)."""
-    return Mesh(np.asarray(jax.devices() if devices is None else devices), ("items",))
-
-
-@functools.partial(jax.jit, static_argnames=("graphdef", "mesh", "batch_size"))
-def _cell_offsets(states, items, prompts_a, prompts_b, continuations, *, graphdef, mesh, batch_size):
-    """states: parameters stacked [S, ...]; items int [M] (seed * N + pair, M a multiple of the device
-    count times batch_size); pairs [N, P], [N, P], [N, T] -> l2, relative, norm [M, L+1, T], kl [M, T]."""
-    n_pairs = prompts_a.shape[0]
-
-    def on_device(local_items, states, *pairs):
-        def one_item(item):
-            # Gather this item's parameters and pair; lax.map vmaps it, so a batch may mix seeds.
-            state = jax.tree.map(lambda x: x[item // n_pairs], states)
-            model = nnx.merge(graphdef, state)
-            return [x[0] for x in pair_offsets(model, *(x[item % n_pairs][None] for x in pairs))]
-
-        return jax.lax.map(one_item, local_items, batch_size=batch_size)
-
-    # Items are split over devices; parameters and pairs are small and replicated, so any item
-    # can run anywhere and no device talks to another. With no collectives inside, the
-    # varying-axis type check only gets in the way: it rejects loops whose carry starts as a
-    # replicated constant (the model's blockwise attention at long T), so it is off.
-    replicated = P()
-    return jax.shard_map(
-        on_device, mesh=mesh, in_specs=(P("items"), replicated, replicated, replicated, replicated), out_specs=P("items"),
-        check_vma=False,
-    )(items, states, prompts_a, prompts_b, continuations)
-
-
-def sweep_offsets(models: list[Transformer], prompts_a, prompts_b, continuations, *, mesh: Mesh | None = None,
-                  batch_size: int = 1) -> list[Offsets]:
-    """Offsets of the same pairs under several models of one config, in one compiled program.
-
-    Args:
-      models: S ``Transformer``s sharing one config (seeds of a sweep, checkpoints of a run).
-      prompts_a, prompts_b: int [N, P]; continuations: int [N, T] or [T] (as ``prompt_pair_offsets``).
-      mesh: a one-axis mesh (``sweep_mesh``) whose devices share the S * N items; default all devices.
-      batch_size: items vmapped together on a device. 1 (the default, the fastest on CPUs at long
-        T) gives l2, relative and norm bit-identical to ``prompt_pair_offsets`` on each model alone
-        (kl to float32 rounding of the log-probabilities: XLA fuses its sum differently here).
-
-    Returns:
-      One ``Offsets`` per model: l2, relative, norm [N, L+1, T], kl [N, T], numpy arrays. The
-      program is cached by (config, mesh, batch_size, shapes), so S seeds compile it once.
-    """
-    graphdefs = {nnx.graphdef(m) for m in models}
-    if len(graphdefs) != 1:
-        raise ValueError(f"sweep_offsets needs models of one config, got {len(graphdefs)} different ones")
-    if not (_is_int(batch_size) and batch_size >= 1):
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    mesh = sweep_mesh() if mesh is None else mesh
-    a, b, c = check_pairs(models[0].config, prompts_a, prompts_b, continuations)
-    n_items = len(models) * a.shape[0]
-    # Pad with repeats of the last item so every device gets the same number of whole batches.
-    items = np.minimum(np.arange(_round_up(n_items, mesh.size * batch_size)), n_items - 1).astype(np.int32)
-    states = jax.tree.map(lambda *xs: jnp.stack(xs), *(nnx.state(m) for m in models))
-    put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))  # noqa: E731
-    with jax.default_matmul_precision("highest"):
-        out = _cell_offsets(
-            put(states, P()), put(items, P("items")), put(a, P()), put(b, P()), put(c, P()),
-            graphdef=graphdefs.pop(), mesh=mesh, batch_size=batch_size,
-        )
-    # On several hosts each holds only its devices' items; gather them everywhere.
-    l2, relative, norm, kl = (np.asarray(multihost_utils.process_allgather(x, tiled=True))[:n_items] for x in out)
-    per_model = lambda x: x.reshape(len(models), a.shape[0], *x.shape[1:])  # noqa: E731
-    return [
-        Offsets(l2=x_l2, relative=x_rel, kl=x_kl, norm=x_norm, prompt_len=a.shape[1])
-        for x_l2, x_rel, x_norm, x_kl in zip(*map(per_model, (l2, relative, norm, kl)))
-    ]
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
-def relay_alphas(prompt_len: int, length: int, fits: list[dict], *, residual: bool) -> list[float | None]:
+def relay_alphas(prompt_len: int, length: int, fits: list, *, residual: bool) -> list[float | None]:
     """Alpha of the linear relay model at every layer, fitted over the same window as each measured fit.
 
-    ``fits``: one dict per layer 1..L (``fit_layers``); a layer without a measured fit gets None.
+    ``fits``: one ``PowerLawFit`` or ``FitRefused`` per layer 1..L; a refused layer gets None.
     """
     curves = np.asarray(relay.offsets(prompt_len, length, len(fits), residual=residual))
     t = continuation_positions(length)
     return [
-        fit_power_law(t, curves[layer], t_min=fit["t_range"][0], t_max=fit["t_range"][1], n_boot=0).alpha
-        if "t_range" in fit else None
+        fit_power_law(t, curves[layer], t_min=fit.t_range[0], t_max=fit.t_range[1], n_boot=0).alpha
+        if isinstance(fit, PowerLawFit) else None
         for layer, fit in enumerate(fits, start=1)
     ]
 
@@ -259,25 +173,21 @@ def relay_alphas(prompt_len: int, length: int, fits: list[dict], *, residual: bo
 def measure_cell(cell: Cell, grid: SweepGrid, *, mesh: Mesh | None = None, batch_size: int = 1) -> tuple[dict, dict]:
     """Measure one cell: (arrays for its npz, record for its json). Nothing is written here."""
     start = time.perf_counter()
-    models = cell_models(cell, grid)
     pairs = random_prompt_pairs(grid.pair_seed, grid.n_pairs, cell.prompt_len, cell.length, grid.vocab_size)
-    offsets = sweep_offsets(models, *pairs, mesh=mesh, batch_size=batch_size)
-    floor = measure_noise_floor(models[0], *pairs, n_pairs=grid.floor_pairs, measured=offsets[0])
-    t = offsets[0].t
-    l2 = np.stack([o.l2 for o in offsets])  # [S, N, L+1, T]
-    fits = fit_layers(t, l2.reshape(-1, *l2.shape[2:]), floor, **grid.fit_kwargs())
-    seed_fits = [fit_layers(t, seed_l2, floor, **{**grid.fit_kwargs(), "n_boot": 0}) for seed_l2 in l2]
+    m = measure(cell_models(cell, grid), pairs, floor_pairs=grid.floor_pairs, fit_kwargs=grid.fit_kwargs(),
+                mesh=sweep_mesh() if mesh is None else mesh, batch_size=batch_size)
+    seed_fits = [fit_layers(m.offsets.t, seed_l2, m.floor, **{**grid.fit_kwargs(), "n_boot": 0})
+                 for seed_l2 in m.per_model(m.offsets.l2)]
     record = dict(
         **dataclasses.asdict(cell),
-        model=models[0].config.to_dict(),
-        fits=fits,
-        seed_alpha=[[f.get("alpha") for f in per_layer] for per_layer in seed_fits],
-        relay_alpha=relay_alphas(cell.prompt_len, cell.length, fits, residual=True),
-        relay_alpha_no_residual=relay_alphas(cell.prompt_len, cell.length, fits, residual=False),
+        model=m.config.to_dict(),
+        fits=[fit.to_dict() for fit in m.fits],
+        seed_alpha=[alphas(per_layer) for per_layer in seed_fits],
+        relay_alpha=relay_alphas(cell.prompt_len, cell.length, m.fits, residual=True),
+        relay_alpha_no_residual=relay_alphas(cell.prompt_len, cell.length, m.fits, residual=False),
         seconds=time.perf_counter() - start,
     )
-    arrays = dict(t=t, l2=l2, kl=np.stack([o.kl for o in offsets]), floor=floor, seeds=np.asarray(grid.seeds))
-    return arrays, record
+    return {**m.arrays(), "seeds": np.asarray(grid.seeds)}, record
 
 
 def run_sweep(grid: SweepGrid, out: str | Path, *, mesh: Mesh | None = None, batch_size: int = 1,
@@ -327,8 +237,8 @@ def sweep_table(summary: dict) -> str:
         alpha, lo, hi = _last_layer(row)
         seeds = [a[-1] for a in row["seed_alpha"] if a[-1] is not None]
         spread = f"{min(seeds):.3f}-{max(seeds):.3f}" if seeds else "-"
-        fit, predicted = row["fits"][-1], row["relay_alpha"][-1]
-        window = f"{fit['t_range'][0]}-{fit['t_range'][1]}" if "t_range" in fit else "no fit"
+        fit, predicted = fit_from_dict(row["fits"][-1]), row["relay_alpha"][-1]
+        window = f"{fit.t_range[0]}-{fit.t_range[1]}" if isinstance(fit, PowerLawFit) else "no fit"
         relay_text = "-" if predicted is None else f"{predicted:.3f}"
         lines.append(f"{Cell(*(row[a] for a in AXES)).label():<40}  {alpha:6.3f}  [{lo:6.3f}, {hi:6.3f}]  "
                      f"{spread:>13}  {relay_text:>6}  {window:>10}")
@@ -336,12 +246,8 @@ def sweep_table(summary: dict) -> str:
 
 
 def _last_layer(row: dict) -> tuple[float, float, float]:
-    """(alpha, lower, upper) of the last layer's pooled fit; nan where it was refused."""
-    fit = row["fits"][-1]
-    if "alpha" not in fit:
-        return math.nan, math.nan, math.nan
-    lo, hi = fit["ci"] if fit["ci"] and None not in fit["ci"] else (fit["alpha"], fit["alpha"])
-    return fit["alpha"], lo, hi
+    """(alpha, lower, upper) of the last layer's pooled fit; nan where it was refused or has no interval."""
+    return tuple(alpha_table([fit_from_dict(row["fits"][-1])])[0])
 
 
 def _varying_label(row: dict, rows: list[dict], leave_out: str | None = None) -> str:

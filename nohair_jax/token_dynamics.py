@@ -42,6 +42,7 @@ from jax import lax
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
+from nohair_jax.checks import check_int
 from nohair_jax.dynamics import cluster_control, diameter, distance_to, drift_bound, mean_cosine, n_clusters, simulate
 from nohair_jax.model import Attention, Transformer
 from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
@@ -85,8 +86,7 @@ def check_settings(*, draws: int, n: int, d: int, heads: int, steps: int, dt: fl
                    gains=()) -> None:
     """Raise ``ValueError`` naming the first bad value (before any work or file is made)."""
     for name, value, low in (("draws", draws, 1), ("n", n, 2), ("d", d, 2), ("heads", heads, 1), ("steps", steps, 1)):
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
-            raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
+        check_int(name, value, low)
     for name, value in (("dt", dt), ("eps", eps)):
         if not (math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
@@ -384,23 +384,16 @@ def sweep_table(summary: dict) -> str:
 def sublayer_outputs(model: Transformer, tokens: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """A pre-LN model's residual stream split by sublayer: tokens int ``[B, T]`` ->
     ``hidden`` ``[L+1, B, T, D]`` (``ForwardOutput.hidden``), ``attn`` and ``mlp`` ``[L, B, T, D]``
-    with ``hidden[l + 1] = hidden[l] + attn[l] + mlp[l]`` (up to rounding).
+    with ``hidden[l + 1] = hidden[l] + attn[l] + mlp[l]`` (up to rounding): the model's own forward
+    pass (``sublayers=True``).
 
     In the particle picture ``attn[l]`` is the interaction and ``mlp[l]`` the token-wise control
-    of one Euler step of size 1. One pass through the model's own embedding and modules, in the
-    order of a pre-LN ``Block``, so ``hidden`` equals ``model(tokens).hidden`` to rounding.
+    of one Euler step of size 1.
     """
     if model.config.norm_placement != "pre":
         raise ValueError(f"sublayer outputs are defined here for pre-LN models, got {model.config.norm_placement}-LN")
-    x, rope = model.embed_tokens(tokens)
-    hidden, attn, mlp = [x], [], []
-    for block in model.blocks:
-        attn.append(block.attn(block.attn_norm(x)[0], rope, diagnostics=False, prompt_len=None)[0])
-        x = x + attn[-1]
-        mlp.append(block.mlp(block.mlp_norm(x)[0]))
-        x = x + mlp[-1]
-        hidden.append(x)
-    return jnp.stack(hidden), jnp.stack(attn), jnp.stack(mlp)
+    out = model(tokens, sublayers=True)
+    return (out.hidden, *out.sublayers)
 
 
 def attention_bound(attn: Attention, y: jax.Array) -> jax.Array:

@@ -40,11 +40,12 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from tqdm.auto import tqdm
 
+from nohair_jax.checks import check_int
 from nohair_jax.data import Corpus
+from nohair_jax.fit import alphas
 from nohair_jax.interrupts import deferred
-from nohair_jax.measure import fit_layers, fit_windows
+from nohair_jax.measurement import measure
 from nohair_jax.model import Transformer, TransformerConfig
-from nohair_jax.offsets import measure_noise_floor, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
 from nohair_jax.results import load_json, save_json, save_npz
 
@@ -92,8 +93,7 @@ class TrainConfig:
             value = getattr(self, name)
             if name == "keep_checkpoints" and value is None:
                 continue
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
-                raise ValueError(f"TrainConfig.{name} must be an int >= {low}, got {value!r}")
+            object.__setattr__(self, name, check_int(f"TrainConfig.{name}", value, low))
         if self.warmup_steps >= self.steps:
             raise ValueError(f"warmup_steps={self.warmup_steps} must be smaller than steps={self.steps}")
         for name, value, ok, rule in (
@@ -407,25 +407,18 @@ def offsets_callback(
 ) -> Callback:
     """A callback that measures prompt-pair offsets and fits alpha per layer, for ``train(callbacks=...)``.
 
-    At each requested step it runs ``prompt_pair_offsets`` on ``pairs``, measures the float32
-    noise floor on ``floor_pairs`` pairs against float64 (0: no floor) and fits every layer with
-    ``measure.fit_layers(..., **fit_kwargs)``. It returns ``{"alpha": [L] floats (None where a
-    layer's fit was refused), "offset_fits": [L] fit dicts}``, so alpha versus training step is in
-    the history (``alpha_history`` reads it back). With ``save_dir`` the curves are kept too, as
-    ``save_dir/offsets_step<step>.npz`` (t, l2 [n_pairs, L+1, T], kl [n_pairs, T], floor [L+1, T],
-    fit_window [L, 2] as in ``measure.fit_windows``).
+    At each requested step it runs ``measurement.measure`` on ``pairs`` (the float32 noise floor
+    on ``floor_pairs`` pairs, 0: none; every layer fitted with ``fit_kwargs``). It returns
+    ``{"alpha": [L] floats (None where a layer's fit was refused), "offset_fits": [L] fit dicts}``,
+    so alpha versus training step is in the history (``alpha_history`` reads it back). With
+    ``save_dir`` the curves are kept too, as ``save_dir/offsets_step<step>.npz`` in the layout of
+    ``Measurement.arrays``.
     """
-    fit_kwargs = dict(fit_kwargs or {})
-
     def measure_offsets(model: Transformer, step: int) -> dict:
-        off = prompt_pair_offsets(model, *pairs)
-        floor = measure_noise_floor(model, *pairs, n_pairs=floor_pairs, measured=off) if floor_pairs else None
-        fits = fit_layers(off.t, off.l2, floor, **fit_kwargs)
+        m = measure(model, pairs, floor_pairs=floor_pairs, fit_kwargs=fit_kwargs)
         if save_dir is not None:
-            extra = {} if floor is None else {"floor": floor}
-            save_npz(Path(save_dir) / f"offsets_step{step}.npz", t=off.t, l2=off.l2, kl=off.kl,
-                     fit_window=fit_windows(fits), **extra)
-        return {"alpha": [fit.get("alpha") for fit in fits], "offset_fits": fits}
+            save_npz(Path(save_dir) / f"offsets_step{step}.npz", **m.arrays())
+        return {"alpha": alphas(m.fits), "offset_fits": [fit.to_dict() for fit in m.fits]}
 
     return measure_offsets
 

@@ -27,7 +27,7 @@ def main(port: int, process_id: int, out: Path, real_model: bool) -> None:
 
     import nohair_jax as nh
     from nohair_jax.results import save_npz
-    from nohair_jax.sweep import sweep_offsets
+    from nohair_jax.offsets import sweep_offsets
 
     nh.run_sweep(nh.SweepGrid(**GRID), out / "sweep", progress=False)
     if real_model:

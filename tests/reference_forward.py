@@ -193,7 +193,7 @@ def ref_mlp(cfg, p, name, x):
 
 def ref_forward(cfg, p, tokens, prompt_len=None):
     """Numpy float64 forward: dict(logits [B,T,V], hidden [L+1,B,T,D], norm_scale, max_abs_logit,
-    prompt_attention)."""
+    prompt_attention, attn and mlp [L,B,T,D]: each block's sublayer outputs before the residual add)."""
     tokens = np.asarray(tokens)
     _, length = tokens.shape
     x = p("embed.embedding")[tokens]
@@ -202,7 +202,7 @@ def ref_forward(cfg, p, tokens, prompt_len=None):
     elif cfg.position == "sinusoidal":
         x = x + ref_sinusoidal(length, cfg.d_model)[None]
 
-    hidden, scales, max_abs, to_prompt = [x], [], [], []
+    hidden, scales, max_abs, to_prompt, attn, mlp = [x], [], [], [], [], []
     for layer in range(cfg.n_layers):
         name = f"blocks.{layer}"
         if cfg.norm_placement == "pre":
@@ -210,12 +210,16 @@ def ref_forward(cfg, p, tokens, prompt_len=None):
             a, m, pa = ref_attention(cfg, p, f"{name}.attn", y, prompt_len)
             x = x + a
             y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
-            x = x + ref_mlp(cfg, p, f"{name}.mlp", y)
+            u = ref_mlp(cfg, p, f"{name}.mlp", y)
+            x = x + u
         else:
             a, m, pa = ref_attention(cfg, p, f"{name}.attn", x, prompt_len)
             x, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x + a)
-            x, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x + ref_mlp(cfg, p, f"{name}.mlp", x))
+            u = ref_mlp(cfg, p, f"{name}.mlp", x)
+            x, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x + u)
         hidden.append(x)
+        attn.append(a)
+        mlp.append(u)
         scales += [s_attn, s_mlp]
         max_abs.append(m)
         to_prompt.append(pa)
@@ -231,6 +235,8 @@ def ref_forward(cfg, p, tokens, prompt_len=None):
         norm_scale=np.stack(scales),
         max_abs_logit=np.stack(max_abs),
         prompt_attention=None if prompt_len is None else np.stack(to_prompt),
+        attn=np.stack(attn),
+        mlp=np.stack(mlp),
     )
 
 

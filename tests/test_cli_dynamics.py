@@ -45,8 +45,8 @@ def test_dynamics_command_writes_results_that_match_a_direct_simulation(tmp_path
     ("--gain", "-1", "gain must be a finite number >= 0, got -1.0"),
     ("--gain", "nan", "gain must be a finite number >= 0, got nan"),
     ("--gain", "100", "beyond RK4's stable range"),
-    ("--steps", "0", "steps must be a whole number >= 1, got 0"),
-    ("--n", "1", "n must be a whole number >= 2, got 1"),
+    ("--steps", "0", "steps must be an int >= 1, got 0"),
+    ("--n", "1", "n must be an int >= 2, got 1"),
     ("--dt", "0", "dt must be a finite number > 0, got 0.0"),
 ])
 def test_bad_value_is_one_clear_line_and_no_files(tmp_path, capsys, flag, value, message):

@@ -8,10 +8,17 @@ import numpy as np
 import pytest
 
 from nohair_jax.fit import (
+    FitRefused,
     NoiseFloorError,
     PowerLawFit,
+    alpha_table,
     alpha_vs_window,
+    alphas,
+    fit_from_dict,
+    fit_layers,
+    fit_or_refuse,
     fit_power_law,
+    fit_windows,
     local_exponent,
     log_binned,
     noise_floor_curve,
@@ -111,18 +118,52 @@ def test_bootstrap_is_reproducible_and_seeded():
     assert a.ci != c.ci and a.alpha == c.alpha
 
 
-def test_one_curve_or_no_bootstrap_gives_nan_interval():
+def test_one_curve_or_no_bootstrap_gives_no_interval():
     t, d = noisy_pairs(0, 8)
     for fit in (fit_power_law(t, d[0], t_min=8), fit_power_law(t, d, t_min=8, n_boot=0)):
-        assert math.isnan(fit.ci[0]) and math.isnan(fit.ci[1])
+        assert fit.ci is None and fit.brief() == f"{fit.alpha:.2f}"
+    assert fit_power_law(t, d, t_min=8, n_boot=20).brief(".1f").count("[") == 1
 
 
-def test_to_dict_is_strict_json():
-    fit = fit_power_law(t_int, t_int**-0.5)
-    out = fit.to_dict()
-    assert json.loads(json.dumps(out, allow_nan=False)) == out
-    assert out["ci"] == [None, None] and out["t_range"] == [32, T] and out["floor_t"] is None
-    assert set(out) == {f for f in PowerLawFit.__dataclass_fields__}
+def test_to_dict_is_strict_json_and_reads_back_as_the_same_fit():
+    t, d = noisy_pairs(0, 8)
+    for fit in (fit_power_law(t_int, t_int**-0.5), fit_power_law(t, d, t_min=8, n_boot=20, floor=1e-9)):
+        out = fit.to_dict()
+        assert json.loads(json.dumps(out, allow_nan=False)) == out
+        assert set(out) == {f for f in PowerLawFit.__dataclass_fields__}
+        assert fit_from_dict(json.loads(json.dumps(out))) == fit
+    out = fit_power_law(t_int, t_int**-0.5).to_dict()
+    assert out["ci"] is None and out["t_range"] == [32, T] and out["floor_t"] is None
+    refused = FitRefused("below the floor")
+    assert fit_from_dict(json.loads(json.dumps(refused.to_dict()))) == refused and refused.brief() == "no fit"
+
+
+def test_fit_or_refuse_refuses_what_the_data_refuse_and_raises_on_bad_settings():
+    t = np.arange(1, 257, dtype=np.float64)
+    d = t ** -0.5
+    assert fit_or_refuse(t, d) == fit_power_law(t, d)
+    floor_refusal = fit_or_refuse(t, d, floor=1.0)  # the curve is below 10 x floor everywhere
+    assert isinstance(floor_refusal, FitRefused) and "noise floor" in floor_refusal.reason
+    assert isinstance(fit_or_refuse(t, d, t_min=200, t_max=220), FitRefused)  # too few bins
+    assert isinstance(fit_or_refuse(t, np.where(t > 100, 0.0, d)), FitRefused)  # log of 0
+    with pytest.raises(ValueError, match="n_boot"):
+        fit_or_refuse(t, d, n_boot=-1)
+
+
+def test_fit_layers_tables_and_windows_of_fitted_and_refused_layers():
+    t = np.arange(1, 513, dtype=np.float64)
+    l2 = np.stack([np.zeros_like(t), t ** -0.4, t ** -0.9])[None].repeat(2, 0) * np.array([1.0, 2.0])[:, None, None]
+    floor = np.stack([np.zeros_like(t), np.zeros_like(t), np.full_like(t, 1.0)])
+    fits = fit_layers(t, l2, floor, n_boot=0)
+    assert isinstance(fits[0], PowerLawFit) and fits[0].alpha == pytest.approx(0.4, abs=1e-12)
+    assert isinstance(fits[1], FitRefused)
+    assert alphas(fits) == [fits[0].alpha, None]
+    np.testing.assert_array_equal(fit_windows(fits), [[32, 512], [0, 0]])
+    table = alpha_table(fits)
+    assert table.shape == (2, 3) and table[0, 0] == fits[0].alpha and np.isnan(table[0, 1:]).all() and np.isnan(table[1]).all()
+    noisy = l2[:1] * np.exp(0.3 * np.random.default_rng(0).standard_normal((6, 1, t.size)))
+    with_ci = alpha_table(fit_layers(t, noisy, n_boot=50))
+    assert np.isfinite(with_ci).all() and (with_ci[:, 1] <= with_ci[:, 0]).all() and (with_ci[:, 0] <= with_ci[:, 2]).all()
 
 
 # --- summaries and bins -------------------------------------------------------------------

@@ -27,7 +27,7 @@ from reference_forward import (
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
 def _jit_forward(graphdef, state, tokens, diagnostics, prompt_len):
-    return nnx.merge(graphdef, state)(tokens, diagnostics=diagnostics, prompt_len=prompt_len)
+    return nnx.merge(graphdef, state)(tokens, diagnostics=diagnostics, prompt_len=prompt_len, sublayers=True)
 
 
 def forward(model, tokens, *, diagnostics=True, prompt_len=None):
@@ -50,6 +50,8 @@ def run_model(model, tokens, prompt_len):
         norm_scale=np.asarray(d.norm_scale),
         max_abs_logit=np.asarray(d.max_abs_logit),
         prompt_attention=None if d.prompt_attention is None else np.asarray(d.prompt_attention),
+        attn=np.asarray(out.sublayers[0]),
+        mlp=np.asarray(out.sublayers[1]),
         dtypes={k: str(v.dtype) for k, v in (("logits", out.logits), ("hidden", out.hidden))},
     )
 
@@ -63,7 +65,7 @@ def assert_close(got, want, rtol, what=""):
 
 
 def compare(got, want, rtol):
-    for key in ("hidden", "logits", "norm_scale", "max_abs_logit", "prompt_attention"):
+    for key in ("hidden", "logits", "norm_scale", "max_abs_logit", "prompt_attention", "attn", "mlp"):
         if want[key] is None:
             assert got[key] is None, key
             continue
@@ -335,7 +337,8 @@ def test_jit_matches_eager_and_diagnostics_switches():
     # Diagnostics switches (eager): off -> None; on without prompt_len -> no prompt attention;
     # the forward pass itself does not depend on them.
     plain = _as_numpy(model(tokens))
-    assert plain.diagnostics is None
+    assert plain.diagnostics is None and plain.sublayers is None
+    np.testing.assert_array_equal(_as_numpy(model(tokens, sublayers=True)).hidden, plain.hidden)
     no_prompt = _as_numpy(model(tokens, diagnostics=True))
     assert no_prompt.diagnostics.prompt_attention is None
     assert no_prompt.diagnostics.norm_scale.shape == (cfg.n_norms, 2, 9)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from nohair_jax.fit import FitRefused
 from nohair_jax.plots import drawn_layers, layer_colors, offsets_figure
 
 
@@ -16,7 +17,7 @@ def test_offsets_figure_of_thirty_layers_has_one_outside_legend_with_the_drawn_l
     t = np.arange(1, 257)
     l2 = np.broadcast_to(t ** -0.7, (2, 31, 256)).copy()
     l2[:, 0] = 0
-    fig = offsets_figure(t, l2, [{"error": "none"}] * 30, None)
+    fig = offsets_figure(t, l2, [FitRefused("none")] * 30, None)
     (legend,) = fig.legends
     assert [text.get_text() for text in legend.get_texts()] == [f"layer {k}" for k in drawn_layers(30)]
     assert all(ax.get_legend() is None for ax in fig.axes)

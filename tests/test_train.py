@@ -13,7 +13,7 @@ from flax import nnx
 import nohair_jax as nh
 from nohair_jax import data
 from nohair_jax import train as tr
-from nohair_jax.measure import fit_layers
+from nohair_jax.fit import alphas, fit_layers
 
 MODEL = nh.TransformerConfig(d_model=32, n_heads=4, n_layers=2, position="none")
 TRAIN = tr.TrainConfig(
@@ -110,7 +110,7 @@ def test_offsets_callback_records_alpha_per_layer_including_init(straight):
             with np.load(straight.out_dir / "curves" / f"offsets_step{entry['step']}.npz") as curves:
                 assert curves["l2"].shape == (3, MODEL.n_layers + 1, 128)
                 refit = fit_layers(curves["t"], curves["l2"], curves["floor"], n_boot=20)
-                assert [f.get("alpha") for f in refit] == entry["alpha"]
+                assert alphas(refit) == entry["alpha"]
 
 
 def test_resume_is_bit_identical_to_an_uninterrupted_run(corpus, straight, tmp_path):

@@ -1,0 +1,62 @@
+"""nohair_jax.measurement: the one pipeline, against its parts called by hand, and its saved layout."""
+
+import json
+
+import numpy as np
+import pytest
+
+import nohair_jax as nh
+from nohair_jax.fit import fit_from_dict
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return nh.random_prompt_pairs(3, 3, 4, 40, 64)
+
+
+def test_one_model_equals_its_parts_and_saves_what_it_measured(make_tiny, pairs, tmp_path):
+    model = make_tiny(seed=1)
+    m = nh.measure(model, pairs, floor_pairs=2, fit_kwargs=dict(t_min=4, n_boot=20))
+    off = nh.prompt_pair_offsets(model, *pairs)
+    floor = nh.measure_noise_floor(model, *pairs, n_pairs=2)
+    for name in ("l2", "relative", "norm", "kl"):
+        np.testing.assert_array_equal(getattr(m.offsets, name), getattr(off, name), err_msg=name)
+    np.testing.assert_array_equal(m.floor, floor)
+    assert list(m.fits) == nh.fit_layers(off.t, off.l2, floor, t_min=4, n_boot=20)
+    assert m.n_models is None and m.floor_pairs == 2
+
+    summary = m.save(tmp_path, meta=dict(note="x"))
+    with np.load(tmp_path / "offsets.npz") as data:
+        assert sorted(data) == sorted(["t", "l2", "relative", "kl", "kl_t", "norm", "prompt_len", "fit_window", "floor"])
+        np.testing.assert_array_equal(data["l2"], off.l2)
+        np.testing.assert_array_equal(data["fit_window"], nh.fit.fit_windows(m.fits))
+    saved = json.loads((tmp_path / "fit.json").read_text())
+    assert saved == summary and saved["meta"] == {"note": "x"} and saved["noise_floor"] == "float32 vs float64 on 2 pairs"
+    assert [fit_from_dict(f) for f in saved["fits"]] == list(m.fits)
+    assert (tmp_path / "offsets.png").stat().st_size > 0
+
+
+def test_float64_and_no_floor(make_tiny, pairs):
+    model = make_tiny()
+    m64 = nh.measure(model, pairs, float64=True, kl_positions="log", fit_kwargs=dict(t_min=4, n_boot=0))
+    assert m64.floor is None and m64.floor_pairs == 0 and m64.offsets.l2.dtype == np.float64
+    np.testing.assert_array_equal(m64.offsets.kl_t, nh.offsets.log_positions(40))
+    assert "floor" not in nh.measure(model, pairs, floor_pairs=0, fit_kwargs=dict(t_min=4)).arrays()
+
+
+def test_stacked_models_keep_a_model_axis_even_for_one(make_tiny, pairs):
+    models = [make_tiny(seed=s) for s in (0, 1)]
+    both = nh.measure(models, pairs, floor_pairs=1, fit_kwargs=dict(t_min=4, n_boot=0))
+    assert both.n_models == 2 and both.arrays()["l2"].shape == (2, 3, 4, 40) and both.arrays()["kl"].shape == (2, 3, 40)
+    for k, model in enumerate(models):
+        # Each model's own l2, to float32 rounding: this 4-head model is not bit for bit (up to 2e-6
+        # relative seen), as XLA compiles the stacked program differently; one head is (test_sweep).
+        want = nh.prompt_pair_offsets(model, *pairs)
+        np.testing.assert_allclose(both.per_model(both.offsets.l2)[k], want.l2, rtol=1e-5, atol=1e-6 * want.norm.max())
+    # pooled fits: every model's pairs at once; the floor: the first model's
+    assert list(both.fits) == nh.fit_layers(both.offsets.t, both.offsets.l2, both.floor, t_min=4, n_boot=0)
+    np.testing.assert_array_equal(both.floor, nh.measure_noise_floor(models[0], *pairs, n_pairs=1, measured=both.offsets))
+    one = nh.measure(models[:1], pairs, mesh=nh.sweep_mesh(), floor_pairs=1, fit_kwargs=dict(t_min=4, n_boot=0))
+    assert one.n_models == 1 and one.arrays()["l2"].shape == (1, 3, 4, 40)
+    with pytest.raises(ValueError, match="float64 and kl_positions"):
+        nh.measure(models, pairs, float64=True)
