@@ -48,7 +48,8 @@ from flax import nnx
 
 import nohair_jax as nh
 from mfu import matmul_case, timed, useful_flops
-from nohair_jax.checkpoints import packaged_model_path, tokenize
+from nohair_jax.checkpoints import packaged_model_path
+from nohair_jax.tokenization import tokenize
 from nohair_jax.offsets import log_positions
 
 CHECKPOINT = "smollm2-135m"

@@ -19,10 +19,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-import nohair_jax as nh
 from nohair_jax.bound import check_bound, check_row
-from nohair_jax.model import untrained_model
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
+from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -35,8 +34,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     p = dict(PROFILES[profile], **(settings or {}))
     rows = []
     for depth in p["depths"]:
-        model = untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
-        pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
+        model, pairs = untrained_model_and_pairs(p, depth, seed)
         print(f"depth {depth}: checking the bound on {p['n_pairs']} pairs, T = {p['length']}", flush=True)
         checked = check_bound(model, pairs, out / f"depth_{depth}", seed=seed, meta=dict(experiment="bound_check"))
         rows.append(check_row(checked))
@@ -64,8 +62,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "bound_check", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "bound_check", PROFILES))
     for row in run(args.profile, args.out, args.seed)["rows"]:
         holds = "conditions hold" if not row["failures"] else "; ".join(row["failures"])
         margins = ", ".join(f"{e['margin']:.3g}" for e in row["explicit"]) if "error" not in row["explicit"] else "n/a"

@@ -27,7 +27,8 @@ from matplotlib.figure import Figure
 
 from nohair_jax import dynamics as dyn
 from nohair_jax import token_dynamics as td
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(draws=16, n=6, d=3, steps=200, dt=0.05, gain=20.0, heads=(2,), clusters=(2,), eps=0.1, records=20),
@@ -152,8 +153,7 @@ def great_circle_path(points: np.ndarray, per: int = 8) -> np.ndarray:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "consensus", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "consensus", PROFILES))
     summary = run(args.profile, args.out, args.seed)
     print(f"{'condition':<20} {'reached':>7}  {'time to eps: median [10 %, 90 %]':>34}  "
           f"{'final: median, max':>20}  bound held")

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nohair_jax.results import experiment_parser, parse_experiment_args, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import save_json
 from nohair_jax.token_dynamics import (adversarial_diameters, cluster_goals, gain_sweep, random_systems,
                                       simulate_systems, sweep_table)
 
@@ -95,8 +96,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "control_threshold", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "control_threshold", PROFILES))
     summary = run(args.profile, args.out, args.seed)
     print(sweep_table(summary))
     for row in summary["grid"]["rows"]:

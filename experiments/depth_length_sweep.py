@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 import nohair_jax as nh
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_json
 from nohair_jax.sweep import sweep_table
 
 PROFILES = {
@@ -106,8 +107,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "depth_length_sweep", PROFILES, seed=False)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "depth_length_sweep", PROFILES, seed=False))
     run(args.profile, args.out)
 
 

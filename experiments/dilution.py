@@ -36,7 +36,8 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
 from nohair_jax.model import untrained_model
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(2,), seeds=(0, 1), d_model=32, prompt_len=4, length=128, n_pairs=2, t_min=8, n_boot=200),
@@ -143,8 +144,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "dilution", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "dilution", PROFILES))
     summary = run(args.profile, args.out, args.seed)
     for row in summary["rows"]:
         pairs = zip(map(nh.fit_from_dict, row["uniform"]), map(nh.fit_from_dict, row["uniform_bias"]), row["relay"])

@@ -2,7 +2,7 @@
 (docs/definitions.md, "The bound and the relay recursion").
 
 Splits each pair's offset into what continuation tokens read from the prompt directly and what
-reaches them through earlier continuation tokens (``nohair_jax.paths``), fits alpha to each part
+reaches them through earlier continuation tokens (``nohair_jax.direct_relay``), fits alpha to each part
 per layer, and draws them. Near-uniform attention (an untrained model) should make the direct
 part decay like dilution (alpha near 1) and leave the log factors to relay.
 
@@ -20,9 +20,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.model import untrained_model
-from nohair_jax.paths import direct_relay_split
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
+from nohair_jax.direct_relay import direct_relay_split
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
+from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -34,8 +34,7 @@ PARTS = ("total", "direct", "relay")
 
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
     p = dict(PROFILES[profile], **(settings or {}))
-    model = untrained_model(p["depth"], d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
-    pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
+    model, pairs = untrained_model_and_pairs(p, p["depth"], seed)
     split = direct_relay_split(model, *pairs, progress=True)
     save_npz(out / "split.npz", t=split.t, **{part: getattr(split, part) for part in PARTS})
     # Relay is exactly zero at layer 1 (nothing to relay yet): its fit there is refused, by design.
@@ -66,8 +65,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "direct_vs_relay", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "direct_vs_relay", PROFILES))
     result = run(args.profile, args.out, args.seed)
     for part in PARTS:
         cells = [nh.fit_from_dict(f).brief() for f in result["fits"][part]]

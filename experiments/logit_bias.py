@@ -29,7 +29,8 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
 from nohair_jax.config import default_config
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
 PROFILES = {
@@ -117,8 +118,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "logit_bias", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "logit_bias", PROFILES))
     summary = run(args.profile, args.out, args.seed)
     for name, r in summary["runs"].items():
         print(f"{name}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")

@@ -38,12 +38,14 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.bound import BoundNotApplicable, explicit_bounds, measure_conditions, shape_check
-from nohair_jax.checkpoints import PACKAGED_MODELS, CheckpointError, packaged_model_path, tokenize
+from nohair_jax.checkpoints import PACKAGED_MODELS, CheckpointError, packaged_model_path
+from nohair_jax.tokenization import tokenize
 from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
-from nohair_jax.plots import drawn_layers
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
-from nohair_jax.token_dynamics import layer_measures
+from nohair_jax.figures import drawn_layers
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.layer_measures import layer_measures
 
 CHECKPOINT = "smollm2-135m"
 PROFILES = {
@@ -315,8 +317,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "real_model", PROFILES, seed=False)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "real_model", PROFILES, seed=False))
     reason = available()
     if reason:
         raise SystemExit(reason)

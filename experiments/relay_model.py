@@ -24,7 +24,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nohair_jax import relay
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(prompt_len=4, depths=(1, 2, 3), exact_length=64, length=2048, t_max=1e6),
@@ -87,8 +88,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "relay_model", PROFILES, seed=False)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "relay_model", PROFILES, seed=False))
     for row in run(args.profile, args.out)["rows"]:
         ratios = ", ".join(f"{r:.3g}" for r in row["ratio_to_shape"])
         print(f"L = {row['depth']}: recursion vs exact {row['recursion_vs_exact']:.1e}, vs closed "

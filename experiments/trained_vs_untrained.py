@@ -32,7 +32,8 @@ import nohair_jax as nh
 from nohair_jax.bound import check_bound, check_row
 from nohair_jax.config import default_config
 from nohair_jax.claims import part_claims_text
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, offsets_callback, train
 
 PROFILES = {

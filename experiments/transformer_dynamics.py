@@ -8,7 +8,7 @@ pre-LN block ``h_l = h_(l-1) + a_l + m_l``, the attention output ``a_l`` is the 
 MLP output ``m_l`` the token-wise control of one Euler step. Two ratios per layer are compared
 with 1: ``mean |m_i| / mean |a_i|`` (MLP against what attention actually did) and
 ``mean |m_i| / b_l`` with ``b_l`` the bound on every ``|a_i|`` whatever the queries and keys
-(``token_dynamics.attention_bound``, the analogue of ``drift_bound``). This is an analogy: an MLP
+(``layer_measures.attention_bound``, the analogue of ``drift_bound``). This is an analogy: an MLP
 is not the control ``g (e - x)`` and its output need not point to a common target, so a ratio
 above 1 says the MLP is strong enough to override attention, not that it steers to consensus.
 
@@ -37,8 +37,9 @@ import nohair_jax as nh
 from nohair_jax.config import default_config
 from nohair_jax.model import untrained_model
 from nohair_jax.model import Transformer, TransformerConfig
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
-from nohair_jax.token_dynamics import layer_measures
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.layer_measures import layer_measures
 from nohair_jax.train import TrainConfig, eval_windows, load_trained, train
 
 PROFILES = {

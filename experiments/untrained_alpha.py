@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 import numpy as np
 
 import nohair_jax as nh
-from nohair_jax.model import untrained_model
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
+from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -34,8 +34,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     p = dict(PROFILES[profile], **(settings or {}))
     rows = []
     for depth in p["depths"]:
-        model = untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
-        pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
+        model, pairs = untrained_model_and_pairs(p, depth, seed)
         print(f"depth {depth}: {p['n_pairs']} pairs, T = {p['length']}", flush=True)
         m = nh.measure(model, pairs, progress=True)
         m.save(out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
@@ -83,8 +82,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "untrained_alpha", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "untrained_alpha", PROFILES))
     result = run(args.profile, args.out, args.seed)
     for row in result["rows"]:
         cells = [nh.fit_from_dict(f).brief() for f in row["fits"]]

@@ -19,8 +19,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.model import untrained_model
-from nohair_jax.results import experiment_parser, load_json, parse_experiment_args, save_figure, save_json, save_npz
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
+from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=256, n_pairs=2),
@@ -31,8 +31,7 @@ PROFILES = {
 
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
     p = dict(PROFILES[profile], **(settings or {}))
-    model = untrained_model(p["depth"], d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
-    pairs = nh.random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
+    model, pairs = untrained_model_and_pairs(p, p["depth"], seed)
     off = nh.prompt_pair_offsets(model, *pairs, progress=True)
     save_npz(out / "local_exponent.npz", t=off.t, l2=off.l2)
     layers = []
@@ -68,8 +67,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "untrained_vs_relay", PROFILES)
-    args = parse_experiment_args(parser)
+    args = parse_experiment_args(experiment_parser(__doc__, "untrained_vs_relay", PROFILES))
     result = run(args.profile, args.out, args.seed)
     for row in result["layers"]:
         picks = [int(i) for i in np.searchsorted(row["t"], [100, 1000]) if i < len(row["t"])]

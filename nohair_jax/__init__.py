@@ -25,12 +25,13 @@ _EXPORTS = {
     "measurement": ("Measurement", "measure"),
     "offsets": ("Offsets", "measure_noise_floor", "pair_offsets", "prompt_pair_offsets", "sweep_mesh", "sweep_offsets"),
     "pairs": ("PromptPairs", "random_prompt_pairs", "text_prompt_pairs"),
-    "paths": ("PathSplit", "direct_relay_split"),
+    "direct_relay": ("PathSplit", "direct_relay_split"),
     "sweep": ("SweepGrid", "draw_sweep", "run_sweep"),
+    "tokenization": ("text_continuations", "tokenize", "tokenized_prompt_pairs"),
     "train": ("TrainConfig", "TrainResult", "alpha_history", "load_trained", "offsets_callback"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("bound", "data", "dynamics", "paths", "relay", "sweep", "train")
+_SUBMODULES = ("bound", "data", "direct_relay", "dynamics", "relay", "sweep", "train")
 
 __version__ = "0.1.0"
 __all__ = sorted([*_MODULE_OF, *_SUBMODULES])

@@ -30,9 +30,7 @@ import ml_dtypes  # noqa: F401  registers bfloat16 with numpy, so safetensors' n
 import numpy as np
 from flax import nnx
 
-from nohair_jax.data import encode as encode_bytes
 from nohair_jax.model import RopeScaling, Transformer, TransformerConfig
-from nohair_jax.pairs import PromptPairs, text_prompt_pairs
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -419,49 +417,6 @@ def load_tokenizer(source: str | Path):
     except ImportError:
         raise ImportError("reading tokenizer.json needs tokenizers: pip install 'nohair-jax[hf]'") from None
     return Tokenizer.from_file(str(path))
-
-
-def tokenize(tokenizer, text: str, *, special_tokens: bool = False) -> np.ndarray:
-    """Token ids int32 [n] of ``text``: the tokenizer's, or UTF-8 bytes when ``tokenizer`` is None.
-
-    ``special_tokens`` adds what the tokenizer puts around a sequence (Llama's BOS): right for a
-    prompt, which starts the sequence, wrong for a continuation, which follows it.
-    """
-    if tokenizer is None:
-        return encode_bytes(text)
-    return np.asarray(tokenizer.encode(text, add_special_tokens=special_tokens).ids, dtype=np.int32)
-
-
-def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str], continuations) -> PromptPairs:
-    """Text prompt pairs and shared continuations as token ids (``tokenize``; prompts get the
-    tokenizer's special tokens, continuations none).
-
-    ``continuations`` is one text, or token ids int [k, T] (``text_continuations``): every prompt
-    pair is measured with every continuation, so there are ``len(prompts_a) * k`` pairs, prompt
-    pair by prompt pair. Returns PromptPairs [n, Pa], [n, Pb], [n, T]. Every prompt a must come to
-    the same number of tokens, and every prompt b (pairs are measured as one batch).
-    """
-    if len(prompts_a) != len(prompts_b) or not prompts_a:
-        raise ValueError(f"give as many prompts b as prompts a (at least one), got {len(prompts_a)} and {len(prompts_b)}")
-    sides = []
-    for side, texts in (("a", prompts_a), ("b", prompts_b)):
-        ids = [tokenize(tokenizer, text, special_tokens=True) for text in texts]
-        if len({len(x) for x in ids}) > 1:
-            lengths = [len(x) for x in ids]
-            raise ValueError(f"prompts {side} come to different numbers of tokens, {lengths}; pairs need equal lengths")
-        sides.append(np.stack(ids))
-    c = tokenize(tokenizer, continuations)[None] if isinstance(continuations, str) else np.asarray(continuations, np.int32)
-    k = c.shape[0]
-    return PromptPairs(np.repeat(sides[0], k, axis=0), np.repeat(sides[1], k, axis=0), np.tile(c, (len(prompts_a), 1)))
-
-
-def text_continuations(tokenizer, text: str, n: int, length: int, seed: int) -> np.ndarray:
-    """``n`` continuations of ``length`` tokens cut at random places (numpy PCG64, ``seed``) from
-    ``text`` tokenized with ``tokenizer``: int32 [n, length]. ValueError if the text is too short."""
-    stream = tokenize(tokenizer, text)
-    if stream.size < length + 1:
-        raise ValueError(f"the continuation text has {stream.size} tokens, too few to cut continuations of {length}")
-    return text_prompt_pairs(stream, seed, n, 1, length).continuations
 
 
 # ---------------------------------------------------------------------------------------------

@@ -188,11 +188,10 @@ def _model_and_pairs(args):
     (model, pairs, meta), meta saying where both came from."""
     from flax import nnx  # deferred: `nohair --help` should not pay for importing JAX
 
-    from nohair_jax.checkpoints import (
-        load_checkpoint, load_tokenizer, resolve_checkpoint, text_continuations, tokenized_prompt_pairs,
-    )
+    from nohair_jax.checkpoints import load_checkpoint, load_tokenizer, resolve_checkpoint
     from nohair_jax.model import Transformer
     from nohair_jax.pairs import random_prompt_pairs
+    from nohair_jax.tokenization import text_continuations, tokenized_prompt_pairs
 
     pairs, described = None, "random tokens"
     if args.cut is not None and not (args.prompt_a or args.prompt_b):

@@ -27,7 +27,7 @@ from nohair_jax.fit import FitRefused, PowerLawFit, fit_from_dict, fit_layers, f
 from nohair_jax.model import Transformer
 from nohair_jax.offsets import Offsets, measure_noise_floor, prompt_pair_offsets, sweep_offsets
 from nohair_jax.pairs import PromptPairs
-from nohair_jax.plots import offsets_figure
+from nohair_jax.figures import offsets_figure
 from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 
 

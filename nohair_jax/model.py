@@ -292,7 +292,7 @@ class Transformer(nnx.Module):
 
         ``kv_streams`` [L, B, T, D], if given, are the residual streams that block ``l`` reads its
         keys and values from (``kv_streams[l - 1]`` in place of its own input ``h_(l-1)``): the
-        patching that separates direct reads of the prompt from relay (``nohair_jax.paths``).
+        patching that separates direct reads of the prompt from relay (``nohair_jax.direct_relay``).
         Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets``
         checks them on the host. ``logits_at`` int [K], if given, are the sequence indices (0-based)
         at which the final norm's output is projected onto the vocabulary: logits [B, K, vocab]

@@ -8,18 +8,16 @@ interrupted with the same configuration resumes in its folder (training runs con
 their last checkpoint).
 
 A *claim* is one sentence of the two papers with the criterion it is judged by and a judge that
-reads the parts' summaries (``nohair_jax.claims``). The report (``report.md``, ``report.html``
-with the figures embedded) opens with the claims table, then each claim's criterion in words and
-the figures that show its evidence; ``claims.json`` is the same table for programs, with the
-numbers each verdict was computed from.
+reads the parts' summaries (``nohair_jax.claims``). The report (``nohair_jax.report``:
+``report.md``, ``report.html`` with the figures embedded) opens with the claims table, then each
+claim's criterion in words and the figures that show its evidence; ``claims.json`` is the same
+table for programs, with the numbers each verdict was computed from.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
-import html
 import importlib
 import json
 import os
@@ -32,7 +30,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from nohair_jax.claims import CLAIMS, NOT_MEASURED, VERDICTS, Claim, judge_claims
-from nohair_jax.results import atomic_path, load_json, save_json
+from nohair_jax.report import write_report
+from nohair_jax.results import load_json, save_json
 from nohair_jax.workers import run_side_by_side
 
 
@@ -213,82 +212,6 @@ def run_parts(parts: list[Part], profile: str, out: Path, *, force: bool, jobs: 
     run_side_by_side(_run_part_in_worker, tasks, jobs=jobs, done=done)
 
 
-# ---------------------------------------------------------------- report
-
-
-def _interval_text(interval) -> str:
-    return "" if interval is None else f"[{interval[0]:.3g}, {interval[1]:.3g}]"
-
-
-def _with_figures(claims: list[dict], out: Path) -> list[dict]:
-    """Each claim with ``figures``: the figures of its parts that exist (the evidence to look at)."""
-    by_name = {p.name: p for p in PARTS}
-    return [dict(c, figures=[f"{name}/{f}" for name in c["parts"] for f in by_name[name].figures
-                             if (out / name / f).exists()]) for c in claims]
-
-
-def _markdown(claims: list[dict], sections: list[dict], header: str) -> str:
-    lines = [header, "", "| claim | paper | measured here | interval | verdict |", "|---|---|---|---|---|"]
-    for c in claims:
-        cells = [c["claim"], c["paper_value"], c["measured"], _interval_text(c["interval"]), f"**{c['verdict']}**"]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    lines += ["", "## How each claim is judged", ""]
-    for c in claims:
-        shown = ", ".join(f"[{f}]({f})" for f in c["figures"]) or "no figure"
-        lines.append(f"- **{c['id']}** ({c['verdict']}): {c['criterion']} Evidence: `claims.json`, {shown}.")
-    for sec in sections:
-        lines += ["", f"## {sec['title']}", "", sec["about"], "", f"*{sec['status']}*", ""]
-        lines += [f"![{sec['title']}]({fig})" for fig in sec["figures"]]
-    return "\n".join(lines) + "\n"
-
-
-def _html(claims: list[dict], sections: list[dict], header: str, out: Path) -> str:
-    esc = html.escape
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in (c["claim"], c["paper_value"], c["measured"],
-                                                            _interval_text(c["interval"])))
-        + f"<td class='{c['verdict'].split()[0]}'>{esc(c['verdict'])}</td></tr>"
-        for c in claims
-    )
-    criteria = "".join(f"<li><b>{esc(c['id'])}</b> ({esc(c['verdict'])}): {esc(c['criterion'])} Evidence: "
-                       f"{esc(', '.join(c['figures']) or 'no figure')}.</li>" for c in claims)
-    body = [f"<h1>{esc(header.lstrip('# '))}</h1>",
-            "<table><tr><th>claim</th><th>paper</th><th>measured here</th><th>interval</th><th>verdict</th></tr>"
-            f"{rows}</table>", f"<h2>How each claim is judged</h2><ul>{criteria}</ul>"]
-    for sec in sections:
-        body += [f"<h2>{esc(sec['title'])}</h2><p>{esc(sec['about'])}</p><p><em>{esc(sec['status'])}</em></p>"]
-        for fig in sec["figures"]:
-            data = base64.b64encode((out / fig).read_bytes()).decode("ascii")
-            body.append(f"<img alt='{esc(fig)}' src='data:image/png;base64,{data}'>")
-    style = ("body{font-family:sans-serif;max-width:70em;margin:auto}td,th{border:1px solid #ccc;padding:4px;"
-             "vertical-align:top}table{border-collapse:collapse}.agree{background:#dfd}.disagree{background:#fdd}"
-             ".not{background:#eee}img{max-width:100%}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>nohair reproduce</title><style>{style}</style></head>" \
-           f"<body>{''.join(body)}</body></html>\n"
-
-
-def write_report(out: Path, profile: str, summaries: dict, statuses: dict) -> list[dict]:
-    """Write claims.json, report.md and report.html into ``out``; returns the claims table."""
-    claims = _with_figures(judge_claims(summaries), out)
-    save_json(out / "claims.json", dict(profile=profile, claims=claims))
-    sections = []
-    for part in PARTS:
-        if part.name not in statuses:
-            continue
-        figures = [f"{part.name}/{f}" for f in part.figures if (out / part.name / f).exists()]
-        sections.append(dict(title=part.title, about=part.about, status=statuses[part.name], figures=figures))
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-    header = (f"# nohair reproduce: {profile} profile\n\n{counts['agree']} claims agree, {counts['disagree']} disagree, "
-              f"{counts[NOT_MEASURED]} not measured at this scale. Raw offsets of every measured model are the "
-              "`offsets*.npz` files under each part's folder (arrays `t`, `l2` [n_pairs, L+1, T]; fits and windows "
-              "in the JSON beside them).")
-    for name, text in (("report.md", _markdown(claims, sections, header)),
-                       ("report.html", _html(claims, sections, header.split("\n")[0], out))):
-        with atomic_path(out / name) as tmp:
-            tmp.write_text(text)
-    return claims
-
-
 def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] = (), force: bool = False,
               jobs: int = 1) -> list[dict]:
     """Run every part (or ``only`` these) at ``profile``, then write the report; returns the claims table.
@@ -342,7 +265,7 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
         if part.name not in summaries and done.exists() and load_json(done)["config"] == part_config(part.name, profile):
             summaries[part.name] = load_json(out / part.name / part.summary)
             statuses[part.name] = f"from an earlier run; {_config_text(load_json(done)['config'])}"
-    return write_report(out, profile, summaries, statuses)
+    return write_report(out, profile, PARTS, summaries, statuses)
 
 
 def _config_text(config: dict) -> str:

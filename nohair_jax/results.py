@@ -8,8 +8,6 @@ interrupted run never leaves a half-written result that a later run or a reader 
 
 from __future__ import annotations
 
-import argparse
-import atexit
 import contextlib
 import fcntl
 import glob
@@ -192,30 +190,3 @@ def save_figure(path: str | os.PathLike, fig) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120, bbox_inches="tight", format=Path(path).suffix.lstrip(".") or "png")
     return Path(path)
-
-
-def experiment_parser(doc: str, name: str, profiles, *, seed: bool = True) -> argparse.ArgumentParser:
-    """The command line every experiment script shares: ``--profile`` (one of ``profiles``, default
-    quick), ``--out`` (default ``results/<name>``) and, when the experiment takes one, ``--seed``.
-    Add the experiment's own arguments to the parser returned; read them with
-    ``parse_experiment_args``."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=profiles, default="quick")
-    parser.add_argument("--out", type=Path, default=Path("results") / name)
-    if seed:
-        parser.add_argument("--seed", type=int, default=0)
-    return parser
-
-
-def parse_experiment_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """``parser.parse_args()``, then hold the lock of ``--out`` (``folder_lock``) until the script
-    exits: one writer per folder, as for the ``nohair`` commands. A folder in use by another
-    process is one line and exit 2, before anything is written."""
-    args = parser.parse_args()
-    lock = folder_lock(args.out)
-    try:
-        lock.__enter__()
-    except FolderBusyError as err:
-        parser.exit(2, f"{parser.prog}: error: --out {err}\n")
-    atexit.register(lock.__exit__, None, None, None)
-    return args

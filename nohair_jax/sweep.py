@@ -11,7 +11,8 @@ vmapped ``batch_size`` at a time. No program is ever compiled per seed.
 ``run_sweep`` writes into one folder (layout in docs/sweeps.md):
 
     manifest.json          the grid and its cells' keys, written before any work
-    cells/<key>.npz        t, l2 [S, N, L+1, T], kl [S, N, T], floor [L+1, T] of one finished cell
+    cells/<key>.npz        one finished cell in ``Measurement.arrays``' layout: t, l2 [S, N, L+1, T], kl [S, N, T],
+                           floor [L+1, T], ...; and the seeds
     cells/<key>.json       its fits (pooled over seeds and pairs, per seed) and the relay prediction
     summary.json           one row per cell of the grid, in grid order
     alpha_vs_depth.png, alpha_vs_prompt_len.png, offsets_vs_t.png   drawn from the files above

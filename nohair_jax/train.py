@@ -257,6 +257,60 @@ def _abstract(tree):
     return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
 
 
+def _check_corpus(model_config: TransformerConfig, cfg: TrainConfig, corpus: Corpus) -> None:
+    """ValueError, before any file is written, where the corpus cannot feed this run."""
+    for part in ("train", "heldout"):
+        tokens = getattr(corpus, part)
+        if tokens.size < cfg.context + 1:
+            raise ValueError(f"corpus.{part} has {tokens.size} tokens, fewer than context + 1 = {cfg.context + 1}")
+        if tokens.max() >= model_config.vocab_size:
+            raise ValueError(f"corpus.{part} holds token {tokens.max()}, outside vocab_size={model_config.vocab_size}")
+    if model_config.position == "learned" and cfg.context > model_config.max_len:
+        raise ValueError(f"context={cfg.context} exceeds the learned position table (max_len={model_config.max_len})")
+
+
+@dataclasses.dataclass
+class _History:
+    """A run's ``history.json`` and what is due at each step: held-out evaluation, the callbacks."""
+
+    path: Path
+    graphdef: nnx.GraphDef
+    cfg: TrainConfig
+    by_step: dict[int, list[Callback]]
+    heldout_windows: np.ndarray
+    entries: list[dict] = dataclasses.field(default_factory=list)
+
+    def record(self, step: int, params, entry: dict) -> None:
+        """Evaluate and run the callbacks as due at ``step``, add ``entry`` to the history, save it."""
+        cfg = self.cfg
+        if step == 0 or step % cfg.eval_every == 0 or step == cfg.steps:
+            model = nnx.merge(self.graphdef, params)
+            entry["eval_bits_per_byte"] = bits_per_byte(model, self.heldout_windows, batch_size=cfg.batch_size)
+        for fn in self.by_step.get(step, []):
+            # A copy: the next update donates the buffers of ``params``.
+            out = fn(nnx.merge(self.graphdef, jax.tree.map(jnp.copy, params)), step) or {}
+            clash = set(out) & (set(entry) | {"step"})
+            if clash:
+                raise ValueError(f"callback {fn!r} returned keys {sorted(clash)} that the step's entry already has")
+            entry.update(out)
+        if entry:
+            self.entries.append({"step": step, **entry})
+            save_json(self.path, {"history": self.entries})
+
+
+def _restore(manager: ocp.CheckpointManager, step: int, params, opt_state):
+    """(params, opt_state) of checkpoint ``step``, shaped like the given ones."""
+    restored = manager.restore(step, args=ocp.args.Composite(
+        params=ocp.args.StandardRestore(_abstract(params)), opt_state=ocp.args.StandardRestore(_abstract(opt_state))))
+    return restored["params"], restored["opt_state"]
+
+
+def _save(manager: ocp.CheckpointManager, step: int, params, opt_state) -> None:
+    with deferred():  # Ctrl-C waits for the checkpoint: orbax cut mid-save logs a traceback
+        manager.save(step, args=ocp.args.Composite(
+            params=ocp.args.StandardSave(params), opt_state=ocp.args.StandardSave(opt_state)))
+
+
 def train(
     model_config: TransformerConfig,
     train_config: TrainConfig,
@@ -289,18 +343,9 @@ def train(
       steps and at the end; eval_bits_per_byte: on the held-out windows, at step 0, every
       ``eval_every`` steps and at the end; and whatever callbacks return.
     """
-    cfg = train_config
-    out_dir = Path(out_dir)
-    for part in ("train", "heldout"):
-        tokens = getattr(corpus, part)
-        if tokens.size < cfg.context + 1:
-            raise ValueError(f"corpus.{part} has {tokens.size} tokens, fewer than context + 1 = {cfg.context + 1}")
-        if tokens.max() >= model_config.vocab_size:
-            raise ValueError(f"corpus.{part} holds token {tokens.max()}, outside vocab_size={model_config.vocab_size}")
-    if model_config.position == "learned" and cfg.context > model_config.max_len:
-        raise ValueError(f"context={cfg.context} exceeds the learned position table (max_len={model_config.max_len})")
+    cfg, out_dir = train_config, Path(out_dir)
+    _check_corpus(model_config, cfg, corpus)
     by_step = _callbacks_by_step(callbacks, cfg.steps)
-
     run_config = _run_config(model_config, cfg, corpus)
     if not resume:
         shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
@@ -313,43 +358,19 @@ def train(
     # Committed to the device, as restored checkpoints are: jit compiles once for both.
     params, opt_state = jax.device_put((params, tx.init(params)), jax.devices()[0])
     schedule = lr_schedule(cfg)
-    heldout_windows = eval_windows(corpus.heldout, cfg.context, cfg.eval_batches * cfg.batch_size)
+    history = _History(out_dir / "history.json", graphdef, cfg, by_step,
+                       eval_windows(corpus.heldout, cfg.context, cfg.eval_batches * cfg.batch_size))
     batch_windows(corpus.train, cfg.seed, 0, cfg.batch_size, cfg.context)  # sizes that cannot be held fail here
     save_json(out_dir / "config.json", run_config)  # only now: a run refused above leaves no file
-    history: list[dict] = []
 
     with _checkpoint_manager(out_dir, cfg.keep_checkpoints) as manager:
         start = manager.latest_step() or 0
         if start:
-            restored = manager.restore(
-                start,
-                args=ocp.args.Composite(
-                    params=ocp.args.StandardRestore(_abstract(params)),
-                    opt_state=ocp.args.StandardRestore(_abstract(opt_state)),
-                ),
-            )
-            params, opt_state = restored["params"], restored["opt_state"]
-            history = [e for e in load_json(out_dir / "history.json")["history"] if e["step"] <= start]
-
-        def record(step: int, params, entry: dict) -> None:
-            """Evaluate and run callbacks as due at ``step``, then add ``entry`` to the history."""
-            if step == 0 or step % cfg.eval_every == 0 or step == cfg.steps:
-                model = nnx.merge(graphdef, params)
-                entry["eval_bits_per_byte"] = bits_per_byte(model, heldout_windows, batch_size=cfg.batch_size)
-            for fn in by_step.get(step, []):
-                # A copy: the next update donates the buffers of ``params``.
-                out = fn(nnx.merge(graphdef, jax.tree.map(jnp.copy, params)), step) or {}
-                clash = set(out) & (set(entry) | {"step"})
-                if clash:
-                    raise ValueError(f"callback {fn!r} returned keys {sorted(clash)} that the step's entry already has")
-                entry.update(out)
-            if entry:
-                history.append({"step": step, **entry})
-                save_json(out_dir / "history.json", {"history": history})
-
+            params, opt_state = _restore(manager, start, params, opt_state)
+            history.entries = [e for e in load_json(history.path)["history"] if e["step"] <= start]
         with tqdm(total=cfg.steps, initial=start, unit="step", disable=not progress, dynamic_ncols=True) as bar:
             if start == 0:
-                record(0, params, {})
+                history.record(0, params, {})
             losses: list[jax.Array] = []
             mark, mark_step = time.perf_counter(), start
             for i in range(start, cfg.steps):
@@ -369,20 +390,14 @@ def train(
                     entry = {"loss": mean_loss, "lr": float(schedule(i)), "tokens_per_s": rate}
                     losses = []
                     bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{rate or 0:,.0f}")
-                record(step, params, entry)  # adds evaluation and callback results to entry
+                history.record(step, params, entry)  # adds evaluation and callback results to entry
                 checkpoint = step % cfg.checkpoint_every == 0 or step == cfg.steps
                 if checkpoint:
-                    with deferred():  # Ctrl-C waits for the checkpoint: orbax cut mid-save logs a traceback
-                        manager.save(
-                            step,
-                            args=ocp.args.Composite(
-                                params=ocp.args.StandardSave(params), opt_state=ocp.args.StandardSave(opt_state)
-                            ),
-                        )
+                    _save(manager, step, params, opt_state)
                 if entry or checkpoint or step in by_step:  # the rate restarts after every pause
                     mark, mark_step = time.perf_counter(), step
 
-    return TrainResult(model=nnx.merge(graphdef, params), history=history, out_dir=out_dir)
+    return TrainResult(model=nnx.merge(graphdef, params), history=history.entries, out_dir=out_dir)
 
 
 def load_trained(out_dir, *, step: int | None = None) -> Transformer:

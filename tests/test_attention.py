@@ -111,7 +111,7 @@ def small_config(**overrides):
 def test_model_blockwise_matches_float64_reference():
     """The whole forward pass (rope, grouped-query, prompt bias) with forced blockwise attention in
     small blocks against the numpy float64 model of test_model and against the plain path; and
-    with keys and values read from other residual streams (the patching of ``paths``)."""
+    with keys and values read from other residual streams (the patching of ``direct_relay``)."""
     cfg = small_config(prompt_logit_bias=PromptLogitBias(prompt_len=6, gamma=0.8))
     params = random_params(cfg, seed=5)
     model = build(cfg, params, jnp.float32)

@@ -24,7 +24,8 @@ from flax import nnx  # noqa: E402
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
 import nohair_jax as nh  # noqa: E402
-from nohair_jax.checkpoints import load_tokenizer, tokenize, tokenized_prompt_pairs  # noqa: E402
+from nohair_jax.checkpoints import load_tokenizer  # noqa: E402
+from nohair_jax.tokenization import tokenize, tokenized_prompt_pairs  # noqa: E402
 from nohair_jax.cli import main  # noqa: E402
 from nohair_jax.model import RopeScaling, rope_tables  # noqa: E402
 

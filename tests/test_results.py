@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nohair_jax.results import atomic_path, experiment_parser, load_json, save_json, save_npz
+from nohair_jax.experiments import experiment_parser
+from nohair_jax.results import atomic_path, load_json, save_json, save_npz
 
 
 def test_failed_write_leaves_nothing_behind(tmp_path):

@@ -1,9 +1,9 @@
-"""nohair_jax.plots: which layers a per-layer figure draws, and that a 30-layer figure draws them."""
+"""nohair_jax.figures: which layers a per-layer figure draws, and that a 30-layer figure draws them."""
 
 import numpy as np
 
 from nohair_jax.fit import FitRefused
-from nohair_jax.plots import drawn_layers, layer_colors, offsets_figure
+from nohair_jax.figures import drawn_layers, layer_colors, offsets_figure
 
 
 def test_drawn_layers_keep_all_few_and_spread_many():

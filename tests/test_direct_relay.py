@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nohair_jax as nh
-from nohair_jax.paths import direct_relay_split
+from nohair_jax.direct_relay import direct_relay_split
 
 def test_layer_one_has_no_relay_and_parts_obey_the_triangle_inequality(make_tiny):
     model = make_tiny()
