@@ -140,11 +140,6 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
     return to_pairs(l2), to_pairs(relative), to_pairs(norm), kl
 
 
-@functools.partial(jax.jit, static_argnames=("pair_fn", "graphdef", "static"))
-def _pairs_call(pair_fn, graphdef, state, prompts_a, prompts_b, continuations, static=()):
-    return pair_fn(nnx.merge(graphdef, state), prompts_a, prompts_b, continuations, **dict(static))
-
-
 def _as_tokens(name: str, x, vocab_size: int) -> np.ndarray:
     """Host-side check of a token array: integer dtype, ids in [0, vocab_size)."""
     arr = np.asarray(x)
@@ -260,24 +255,43 @@ def check_finite_parameters(model: Transformer) -> None:
 
 
 def map_pairs(
-    pair_fn, model: Transformer, a: np.ndarray, b: np.ndarray, c: np.ndarray, *,
-    pairs_per_call: int = 1, float64: bool = False, progress: bool = False, **static,
+    pair_fn, models: Transformer | list[Transformer], a: np.ndarray, b: np.ndarray, c: np.ndarray, *,
+    mesh: Mesh | None = None, batch_size: int = 1, pairs_per_call: int = 1, float64: bool = False,
+    progress: bool = False, **static,
 ) -> list[np.ndarray]:
-    """Run a traceable ``pair_fn(model, a, b, c, **static) -> arrays [k, ...]`` over checked pairs, k per call.
+    """The per-pair engine every measurement runs through: a traceable ``pair_fn(model, a, b, c,
+    **static) -> arrays [k, ...]`` over checked pairs (``check_pairs``), at full matmul precision
+    (on GPUs the default may be TF32 or bf16, a noise floor on every offset); ``static`` are
+    hashable settings compiled in. Returns the outputs over (model, pair) items, model-major, as
+    numpy arrays [S * N, ...].
 
-    The machinery shared by every per-pair measurement: full matmul precision, optional float64,
-    one compilation per shape (the last call is filled up with repeats and trimmed), a progress
-    bar over calls. ``a, b, c`` come from ``check_pairs``; ``static`` are hashable settings
-    compiled in. Returns the outputs concatenated over pairs, as numpy arrays.
+    Two backends. One model and no ``mesh``: ``pairs_per_call`` pairs per compiled call (one
+    compilation per shape: the last call is filled up with repeats and trimmed), optional
+    ``float64``, a progress bar over calls. Several models of one config, or a ``mesh``: one
+    program for all (``_stacked_call``): the models' parameters stacked, the items sharded over
+    the mesh's devices (default ``sweep_mesh()``: every device of every process), each device
+    walking over its items ``batch_size`` at a time.
     """
+    models = [models] if isinstance(models, Transformer) else list(models)
+    with jax.default_matmul_precision("highest"):
+        if len(models) == 1 and mesh is None:
+            return _per_pair_calls(pair_fn, models[0], a, b, c, pairs_per_call, float64, progress, static)
+        if float64:
+            raise ValueError("float64 runs one model on its own, not stacked models or a mesh")
+        return _stacked(pair_fn, models, a, b, c, sweep_mesh() if mesh is None else mesh, batch_size, static)
+
+
+@functools.partial(jax.jit, static_argnames=("pair_fn", "graphdef", "static"))
+def _pairs_call(pair_fn, graphdef, state, prompts_a, prompts_b, continuations, static=()):
+    return pair_fn(nnx.merge(graphdef, state), prompts_a, prompts_b, continuations, **dict(static))
+
+
+def _per_pair_calls(pair_fn, model, a, b, c, pairs_per_call, float64, progress, static) -> list[np.ndarray]:
     n = a.shape[0]
-    check_int("pairs_per_call", pairs_per_call)
-    k = min(pairs_per_call, n)
+    k = min(check_int("pairs_per_call", pairs_per_call), n)
     graphdef, state = nnx.split(model)
     results = []
     with ExitStack() as stack:
-        # Full precision: on GPUs the default may be TF32 or bf16, a noise floor on every offset.
-        stack.enter_context(jax.default_matmul_precision("highest"))
         if float64:
             stack.enter_context(jax.enable_x64(True))
             state = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), state)
@@ -293,18 +307,18 @@ def sweep_mesh(devices=None) -> Mesh:
     return Mesh(np.asarray(jax.devices() if devices is None else devices), ("items",))
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "mesh", "batch_size"))
-def _stacked_offsets(states, items, prompts_a, prompts_b, continuations, *, graphdef, mesh, batch_size):
-    """states: parameters stacked [S, ...]; items int [M] (seed * N + pair, M a multiple of the device
-    count times batch_size); pairs [N, P], [N, P], [N, T] -> l2, relative, norm [M, L+1, T], kl [M, T]."""
+@functools.partial(jax.jit, static_argnames=("pair_fn", "graphdef", "mesh", "batch_size", "static"))
+def _stacked_call(states, items, prompts_a, prompts_b, continuations, *, pair_fn, graphdef, mesh, batch_size, static):
+    """states: parameters stacked [S, ...]; items int [M] (model * N + pair, M a multiple of the
+    device count times batch_size); pairs [N, P], [N, P], [N, T] -> pair_fn's outputs [M, ...]."""
     n_pairs = prompts_a.shape[0]
 
     def on_device(local_items, states, *pairs):
         def one_item(item):
-            # Gather this item's parameters and pair; lax.map vmaps it, so a batch may mix seeds.
+            # Gather this item's parameters and pair; lax.map vmaps it, so a batch may mix models.
             state = jax.tree.map(lambda x: x[item // n_pairs], states)
             model = nnx.merge(graphdef, state)
-            return [x[0] for x in pair_offsets(model, *(x[item % n_pairs][None] for x in pairs))]
+            return [x[0] for x in pair_fn(model, *(x[item % n_pairs][None] for x in pairs), **dict(static))]
 
         return jax.lax.map(one_item, local_items, batch_size=batch_size)
 
@@ -319,9 +333,27 @@ def _stacked_offsets(states, items, prompts_a, prompts_b, continuations, *, grap
     )(items, states, prompts_a, prompts_b, continuations)
 
 
+def _stacked(pair_fn, models, a, b, c, mesh, batch_size, static) -> list[np.ndarray]:
+    graphdefs = {nnx.graphdef(m) for m in models}
+    if len(graphdefs) != 1:
+        raise ValueError(f"stacked models must share one config, got {len(graphdefs)} different ones")
+    check_int("batch_size", batch_size)
+    n_items = len(models) * a.shape[0]
+    # Pad with repeats of the last item so every device gets the same number of whole batches.
+    items = np.minimum(np.arange(_round_up(n_items, mesh.size * batch_size)), n_items - 1).astype(np.int32)
+    states = jax.tree.map(lambda *xs: jnp.stack(xs), *(nnx.state(m) for m in models))
+    put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))  # noqa: E731
+    out = _stacked_call(put(states, P()), put(items, P("items")), put(a, P()), put(b, P()), put(c, P()),
+                        pair_fn=pair_fn, graphdef=graphdefs.pop(), mesh=mesh, batch_size=batch_size,
+                        static=tuple(sorted(static.items())))
+    # On several hosts each holds only its devices' items; gather them everywhere.
+    return [np.asarray(multihost_utils.process_allgather(x, tiled=True))[:n_items] for x in out]
+
+
 def sweep_offsets(models: list[Transformer], prompts_a, prompts_b, continuations, *, mesh: Mesh | None = None,
                   batch_size: int = 1) -> list[Offsets]:
-    """Offsets of the same pairs under several models of one config, in one compiled program.
+    """Offsets of the same pairs under several models of one config, in one compiled program
+    (``map_pairs``' stacked backend).
 
     Args:
       models: S ``Transformer``s sharing one config (seeds of a sweep, checkpoints of a run).
@@ -337,28 +369,12 @@ def sweep_offsets(models: list[Transformer], prompts_a, prompts_b, continuations
       One ``Offsets`` per model: l2, relative, norm [N, L+1, T], kl [N, T], numpy arrays. The
       program is cached by (config, mesh, batch_size, shapes), so S seeds compile it once.
     """
-    graphdefs = {nnx.graphdef(m) for m in models}
-    if len(graphdefs) != 1:
-        raise ValueError(f"sweep_offsets needs models of one config, got {len(graphdefs)} different ones")
-    check_int("batch_size", batch_size)
-    mesh = sweep_mesh() if mesh is None else mesh
     a, b, c = check_pairs(models[0].config, prompts_a, prompts_b, continuations)
-    n_items = len(models) * a.shape[0]
-    # Pad with repeats of the last item so every device gets the same number of whole batches.
-    items = np.minimum(np.arange(_round_up(n_items, mesh.size * batch_size)), n_items - 1).astype(np.int32)
-    states = jax.tree.map(lambda *xs: jnp.stack(xs), *(nnx.state(m) for m in models))
-    put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))  # noqa: E731
-    with jax.default_matmul_precision("highest"):
-        out = _stacked_offsets(
-            put(states, P()), put(items, P("items")), put(a, P()), put(b, P()), put(c, P()),
-            graphdef=graphdefs.pop(), mesh=mesh, batch_size=batch_size,
-        )
-    # On several hosts each holds only its devices' items; gather them everywhere.
-    l2, relative, norm, kl = (np.asarray(multihost_utils.process_allgather(x, tiled=True))[:n_items] for x in out)
+    out = map_pairs(pair_offsets, list(models), a, b, c, mesh=sweep_mesh() if mesh is None else mesh, batch_size=batch_size)
     per_model = lambda x: x.reshape(len(models), a.shape[0], *x.shape[1:])  # noqa: E731
     return [
         Offsets(l2=x_l2, relative=x_rel, kl=x_kl, norm=x_norm, prompt_len=a.shape[1])
-        for x_l2, x_rel, x_norm, x_kl in zip(*map(per_model, (l2, relative, norm, kl)))
+        for x_l2, x_rel, x_norm, x_kl in zip(*map(per_model, out))
     ]
 
 
