@@ -1,4 +1,4 @@
-"""The no-hair bound checked on untrained models of several depths (docs/definitions.md, "The bound and the relay recursion").
+"""The no-hair bound checked on untrained models of several depths (docs/definitions.md#bound).
 
 For each depth: the theorem's conditions measured (largest attention logit ``B_l``, the floor
 ``sigma_min`` of every norm's input against ``sqrt(eps)``), the explicit bound held against the

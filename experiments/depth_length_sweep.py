@@ -3,7 +3,7 @@
 Two sweeps of untrained models (pre-LN, learned positions, GPT-2 init; ``nohair_jax.sweep``):
 
 1. ``depth_prompt/``: depths x prompt lengths P at one continuation length T. The relay model
-   (docs/definitions.md, "The bound and the relay recursion") predicts that alpha falls with depth (one log factor per layer) and
+   (docs/definitions.md#bound) predicts that alpha falls with depth (one log factor per layer) and
    with P at a fixed window (``P / (P + t)`` is flatter while t is not much larger than P); its
    alpha is fitted over the same window as each measurement.
 2. ``lengths/``: one architecture at several continuation lengths T, for offsets against t.

@@ -6,8 +6,8 @@ in a general network does not show either: attention there also changes with con
 builds networks in which dilution is all attention does: the small untrained architecture
 (pre-LN, learned positions, d_model 128) with every query projection set to zero, so that every
 attention logit is exactly 0 and every query reads the causal mean of the values. The prompt's
-share of attention at continuation position t is then exactly P / (P + t) (docs/definitions.md,
-"Dilution isolated"). The same parameters run twice:
+share of attention at continuation position t is then exactly P / (P + t)
+(docs/definitions.md#dilution). The same parameters run twice:
 
 - ``uniform``: as above; the only thing in attention that changes with t is dilution;
 - ``uniform_bias``: plus the dilution-cancelling bias ``gamma log(i / P)`` on the prompt keys

@@ -1,5 +1,5 @@
 """Direct read versus relay in an untrained model
-(docs/definitions.md, "The bound and the relay recursion").
+(docs/definitions.md#bound).
 
 Splits each pair's offset into what continuation tokens read from the prompt directly and what
 reaches them through earlier continuation tokens (``nohair_jax.direct_relay``), fits alpha to each part

@@ -2,7 +2,7 @@
 reverses after; without it trained models forget with alpha ~ 0.55 to 0.7).
 
 Trains the same model twice on the embedded corpus, without and with the prompt logit bias of
-docs/definitions.md, "The dilution-cancelling logit bias" (``gamma * log(i / P)`` on the first P keys of
+docs/definitions.md#logit-bias (``gamma * log(i / P)`` on the first P keys of
 every window, P = 16), and
 measures alpha per layer at several steps on held-out text pairs.
 

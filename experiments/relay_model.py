@@ -1,5 +1,5 @@
 """The exactly solvable linear relay model: its forms agree, its shape is the bound's
-(docs/definitions.md, "The bound and the relay recursion").
+(docs/definitions.md#bound).
 
 Three checks and two curves, all from ``nohair_jax.relay``:
 

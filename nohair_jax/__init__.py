@@ -7,6 +7,10 @@
     off = nh.prompt_pair_offsets(model, prompts_a, prompts_b, continuations)
     fit = nh.fit_power_law(off.t, off.l2[:, -1, :])
     fit.alpha, fit.ci, fit.t_range
+
+Every definition, and the names, shapes and units the docstrings use (N pairs, L blocks, t = 1..T
+at index P + t - 1, offsets [N, L+1, T] in the units of h, KL in nats), is in docs/definitions.md;
+the conventions in its section #conventions.
 """
 
 import importlib

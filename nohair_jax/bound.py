@@ -1,6 +1,6 @@
 """The no-hair bound on a real model: its conditions measured, its explicit form held against offsets.
 
-docs/definitions.md, "The bound and the relay recursion"; the derivation is ``nohair_jax.theory.bound``
+docs/definitions.md#bound; the derivation is ``nohair_jax.theory.bound``
 (``docs/bound.md``). One pre-LN
 block satisfies
 
@@ -156,7 +156,8 @@ def _pair_conditions(model: Transformer, a: jax.Array, b: jax.Array, c: jax.Arra
     runs and all positions [k, n_norms], the largest |attention logit| per layer [k, L]."""
     k, prompt_len = a.shape
     out = model(jnp.concatenate([jnp.concatenate([a, c], 1), jnp.concatenate([b, c], 1)]), diagnostics=True)
-    per_pair = lambda x: jnp.moveaxis(x.reshape(x.shape[0], 2, k, *x.shape[2:]), 2, 0)  # noqa: E731  [n, 2k, ...] -> [k, n, 2, ...]
+    # [n, 2k, ...] (runs a+c of every pair, then b+c) -> [k, n, 2, ...]
+    per_pair = lambda x: jnp.moveaxis(x.reshape(x.shape[0], 2, k, *x.shape[2:]), 2, 0)  # noqa: E731
     return (per_pair(out.hidden[:, :, :prompt_len]), per_pair(out.diagnostics.norm_scale).min(axis=(2, 3)),
             per_pair(out.diagnostics.max_abs_logit).max(axis=2))
 

@@ -19,7 +19,7 @@ lengths, position encodings, logit bias; every seed and pair of a shape in one c
 sharded over all devices), saved cell by cell so that a rerun resumes where it stopped.
 
 ``nohair dynamics``: tokens as particles under self-attention with a feed-forward control
-(docs/definitions.md, "Token dynamics"): simulate random ``(Q, K, V)`` draws at each control gain (in units of
+(docs/definitions.md#token-dynamics): simulate random ``(Q, K, V)`` draws at each control gain (in units of
 ``||V||``), print the fraction reaching consensus and where the transition sits against the
 theory's threshold, write ``summary.json``, ``series.npz``, ``measures.png`` and ``threshold.png``.
 """

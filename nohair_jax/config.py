@@ -1,8 +1,8 @@
 """The model's configuration: plain frozen dataclasses, no JAX (``nohair --help`` reads the kinds).
 
 ``TransformerConfig`` is every architectural choice of ``nohair_jax.model.Transformer``;
-``PromptLogitBias`` the dilution-cancelling bias (docs/definitions.md, "The dilution-cancelling
-logit bias"); ``RopeScaling`` Hugging Face's RoPE frequency scalings.
+``PromptLogitBias`` the dilution-cancelling bias (docs/definitions.md#logit-bias); ``RopeScaling``
+Hugging Face's RoPE frequency scalings.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ ROPE_SCALING_KINDS = ("linear", "llama3")
 
 @dataclasses.dataclass(frozen=True)
 class PromptLogitBias:
-    """The dilution-cancelling logit bias (docs/definitions.md, "The dilution-cancelling logit bias").
+    """The dilution-cancelling logit bias (docs/definitions.md#logit-bias).
 
     A query at absolute position ``i > prompt_len`` (1-based) gets ``gamma * log(i / prompt_len)``
     added to its attention logits on the prompt keys ``j <= prompt_len``. With uniform logits

@@ -1,5 +1,5 @@
 """Direct read versus relay: which path a continuation token's offset came by
-(docs/definitions.md, "The bound and the relay recursion").
+(docs/definitions.md#bound).
 
 A continuation token can feel the prompt two ways: it reads the prompt's keys and values
 directly (diluted by ``1 / i``), or it reads earlier continuation tokens that carry what *they*

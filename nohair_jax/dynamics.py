@@ -1,6 +1,6 @@
 """Token dynamics: self-attention as interacting particles, the feed-forward layer as a control.
 
-docs/definitions.md, "Token dynamics". Tokens are particles ``x_i``, ``i = 1..n``, in dimension ``d``, either on
+docs/definitions.md#token-dynamics. Tokens are particles ``x_i``, ``i = 1..n``, in dimension ``d``, either on
 the unit sphere (the idealised layer norm, ``sphere=True``) or in ``R^d``. Self-attention is
 the interaction
 

@@ -2,7 +2,7 @@
 
 An offset curve is ``d(t) > 0`` at continuation positions ``t = 1..T`` (tokens), measured for
 many prompt pairs: an array ``d`` of shape ``[n_pairs, T]`` (or ``[T]`` for one curve). It
-decays roughly as ``A t^-alpha``. This module fits ``alpha`` (docs/definitions.md, "Fits").
+decays roughly as ``A t^-alpha``. This module fits ``alpha`` (docs/definitions.md#fits).
 
 The fit window
 --------------

@@ -1,4 +1,4 @@
-"""A transformer's tokens as the particles of docs/definitions.md, "Token dynamics", layer by layer.
+"""A transformer's tokens as the particles of docs/definitions.md#token-dynamics, layer by layer.
 
 ``sublayer_outputs`` splits a pre-LN model's residual stream into each layer's attention and MLP
 outputs (one Euler step of the particle system per layer: interaction plus token-wise control),

@@ -5,7 +5,7 @@ Every measurement in the project runs through ``measure``: ``nohair offsets`` an
 cells (``sweep.measure_cell``). It runs the offsets (``offsets.prompt_pair_offsets`` for one model,
 ``offsets.sweep_offsets`` for several of one config or on a mesh), the float noise floor against
 float64 (``offsets.measure_noise_floor``) and a power-law fit per layer (``fit.fit_layers``).
-Definitions: docs/definitions.md, "Offsets" and "Fits"; t = 1..T throughout.
+Definitions: docs/definitions.md#offsets and #fits; names, shapes and units: #conventions.
 
 The layout every measurement writes (``Measurement.arrays``; several models add leading axes [S, N]
 where one model has [N]):

@@ -3,7 +3,7 @@
 One file, top to bottom: norm, embedding, RoPE, attention, MLP, block, transformer (the config,
 ``TransformerConfig``, is ``nohair_jax.config``). The forward pass returns the residual stream
 ``h_0 .. h_L`` next to the logits and, on request, the quantities the no-hair bound is stated in
-(docs/definitions.md, "The bound and the relay recursion"): the scale of every norm's input, the
+(docs/definitions.md#bound): the scale of every norm's input, the
 largest attention logit per layer and the attention the prompt receives.
 Nothing is stored on the modules: intermediates are return values, so a call is a pure
 function of (parameters, tokens) and jits as one program.
@@ -31,7 +31,7 @@ from nohair_jax.config import (  # noqa: F401  re-exported: the config is read a
 )
 
 class Diagnostics(NamedTuple):
-    """What the bound needs from inside the forward pass (docs/definitions.md, "The bound and the relay recursion").
+    """What the bound needs from inside the forward pass (docs/definitions.md#bound).
 
     norm_scale:       [n_norms, B, T] the standard deviation (layernorm) or root mean square
                       (rmsnorm) of each norm's input, eps excluded; its minimum is ``sigma_min``.

@@ -1,4 +1,4 @@
-"""Prompt-pair offsets: how far two prompts keep a shared continuation apart (docs/definitions.md, "Offsets").
+"""Prompt-pair offsets: how far two prompts keep a shared continuation apart (docs/definitions.md#offsets).
 
 Two prompts ``a``, ``b`` and one continuation ``c`` of length ``T``; the model runs on ``a+c`` and
 ``b+c`` and the offset at continuation position ``t = 1..T`` (index ``P + t - 1``) is

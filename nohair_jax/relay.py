@@ -1,4 +1,4 @@
-"""The linear relay model: the offset recursion of docs/definitions.md, "The bound and the relay recursion", solved.
+"""The linear relay model: the offset recursion of docs/definitions.md#bound, solved.
 
 Positions are 1-based. The prompt occupies absolute positions ``1..P`` and continuation
 position ``t = 1..T`` sits at absolute position ``n = P + t``. ``delta_l(t)`` is the offset

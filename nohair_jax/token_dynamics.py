@@ -1,7 +1,7 @@
 """Token dynamics in bulk: many random particle systems at once (a transformer's tokens by layer:
 ``nohair_jax.layer_measures``).
 
-docs/definitions.md, "Token dynamics"; the system, its controls and its measures are ``nohair_jax.dynamics``.
+docs/definitions.md#token-dynamics; the system, its controls and its measures are ``nohair_jax.dynamics``.
 
 **Ensembles.** ``random_systems`` draws ``(x0, Q, K, V)``; ``simulate_systems`` integrates every
 draw at one control gain in one compiled program (jit; ``lax.map`` over batches of vmapped

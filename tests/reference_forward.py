@@ -1,8 +1,8 @@
 """The numpy float64 reference forward pass, independent of ``nohair_jax.model``.
 
 ``ref_forward`` is written from the documented semantics (module docstring of
-``nohair_jax/model.py``; docs/definitions.md, "Hidden states and positions", "Offsets" and "The
-dilution-cancelling logit bias"). It reads the parameters of a ``Transformer`` by name from
+``nohair_jax/model.py``; docs/definitions.md#hidden-states, #offsets and #logit-bias). It reads
+the parameters of a ``Transformer`` by name from
 ``nnx.to_pure_dict`` and re-derives every convention itself (positions, rope, the prompt logit
 bias, grouped-query heads, norms, activations); nothing but the classes under test is imported
 from the model. ``random_params``, ``build`` and ``random_tokens`` make the cases both sides run.

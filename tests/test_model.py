@@ -195,7 +195,7 @@ def test_reference_sanity(case):
     assert want["max_abs_logit"].max() > 1.0
 
 
-# The measurement-near-the-floor path (docs/definitions.md, "Fits"): a float32-built model whose state is
+# The measurement-near-the-floor path (docs/definitions.md#fits): a float32-built model whose state is
 # cast to float64 (split, astype, merge inside enable_x64) must then compute in float64 throughout.
 # Regression: with ``nnx.Embed`` the token / learned-position lookups, the sinusoidal table and the
 # tied read-out stayed float32 (Embed freezes its dtype, static in the graphdef, at construction).
@@ -265,7 +265,7 @@ def _zero_qk(params):
 
 
 def test_prompt_bias_uniform_logits_share_is_i_over_2i_minus_p():
-    """docs/definitions.md, "The dilution-cancelling logit bias": with all logits zero and gamma = 1, a
+    """docs/definitions.md#logit-bias: with all logits zero and gamma = 1, a
     query at 1-based i > P puts
     i / (2i - P) of its attention on the prompt (1 for i <= P); the bias is not in max |logit|."""
     prompt_len, length = 3, 12

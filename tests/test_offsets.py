@@ -51,8 +51,7 @@ def _layernorm(x, scale, bias, eps):
 
 def test_uniform_attention_gives_dilution_closed_form(make_tiny):
     """Zero query/key weights: attention averages uniformly, so layer 1's offset at t is
-    || W_o^T sum_{j <= P} (v_a(j) - v_b(j)) || / (P + t) (docs/definitions.md, "The bound and the relay
-    recursion"), with the MLP off."""
+    || W_o^T sum_{j <= P} (v_a(j) - v_b(j)) || / (P + t) (docs/definitions.md#bound), with the MLP off."""
     model = make_tiny(n_layers=1)
     cfg = model.config
     attn, mlp = model.blocks[0].attn, model.blocks[0].mlp
@@ -193,7 +192,7 @@ def test_noise_floor_reuses_measured_offsets_exactly(make_tiny):
 
 class TestPureCoresUnderJitAndWithout(chex.TestCase):
     """The traceable cores give the same numbers jitted and not (``chex.variants``), against a float64
-    numpy computation of the same definitions (docs/definitions.md, "Offsets")."""
+    numpy computation of the same definitions (docs/definitions.md#offsets)."""
 
     @chex.variants(with_jit=True, without_jit=True)
     def test_next_token_kl(self):

@@ -1,6 +1,6 @@
 """The explicit no-hair bound, derived from one pre-LN block's assumptions and checked as it goes.
 
-docs/definitions.md, "The bound and the relay recursion". A pre-LN block maps the residual stream ``x`` (layer ``l - 1``) to
+docs/definitions.md#bound. A pre-LN block maps the residual stream ``x`` (layer ``l - 1``) to
 
     x' = x + Attn(N1(x)),     y = x' + MLP(N2(x'))
 

@@ -1,6 +1,6 @@
 """The linear relay model, derived from its recursion and checked by sympy.
 
-docs/definitions.md, "The bound and the relay recursion": uniform causal averaging, identity values, unit offsets on the ``P``
+docs/definitions.md#bound: uniform causal averaging, identity values, unit offsets on the ``P``
 prompt positions. With ``n = P + t`` the absolute position of continuation token ``t``,
 
     delta_l(n) = a delta_{l-1}(n) + (1/n) (P D_{l-1} + sum_{P < j <= n} delta_{l-1}(j)),

@@ -1,0 +1,31 @@
+"""The documentation's cross-references: every section of docs/definitions.md that the code, the
+tests or the other documents cite exists, and citations name a section, not the whole file."""
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tracked_texts():
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = [ROOT / f for f in listed if f.endswith((".py", ".md", ".ipynb"))] or sorted(ROOT.rglob("*.py"))
+    return {f.relative_to(ROOT).as_posix(): f.read_text() for f in files if f.is_file()}
+
+
+def test_every_cited_definition_section_exists():
+    anchors = set(re.findall(r'<a id="([a-z0-9-]+)"></a>', (ROOT / "docs" / "definitions.md").read_text()))
+    assert {"conventions", "offsets", "fits", "bound"} <= anchors
+    cited = {}
+    for name, text in _tracked_texts().items():
+        for anchor in re.findall(r"definitions\.md#([a-z0-9-]+)", text):
+            cited.setdefault(anchor, name)
+    assert cited, "no citation found: the scan itself is broken"
+    missing = {anchor: name for anchor, name in cited.items() if anchor not in anchors}
+    assert not missing, f"cited sections missing from docs/definitions.md: {missing}"
+
+
+def test_citations_name_a_section():
+    old_style = [name for name, text in _tracked_texts().items() if re.search(r'definitions\.md,\s*"', text)]
+    assert not old_style, f"cite docs/definitions.md#<section>, not by title: {old_style}"
