@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
 import jax.numpy as jnp
 import numpy as np
 
@@ -42,6 +43,8 @@ class PathSplit:
 
 def pair_path_split(model: Transformer, prompts_a, prompts_b, continuations):
     """Traceable core: int [n, P], [n, P], [n, T] -> (total, direct, relay), each [n, L+1, T]."""
+    chex.assert_rank([prompts_a, prompts_b, continuations], 2)
+    chex.assert_equal_shape([prompts_a, prompts_b])  # the patched run mixes a's prompt with b's continuation
     prompt_len, length = prompts_a.shape[1], continuations.shape[1]
     tokens_a = jnp.concatenate([prompts_a, continuations], axis=1)
     h_a = model(tokens_a).hidden

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+import chex
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -84,6 +85,9 @@ def attention_drift(
     ``[heads, d, d]`` the mean over heads of each head's drift. Projected onto the tangent
     space at each ``x_i`` when ``sphere=True``.
     """
+    chex.assert_rank(x, 2)
+    chex.assert_equal_shape([Q, K, V])
+    chex.assert_axis_dimension(Q, -1, x.shape[-1])
     if Q.ndim == 3:
         drift = jnp.mean(jax.vmap(_head_drift, in_axes=(None, 0, 0, 0))(x, Q, K, V), axis=0)
     else:
@@ -186,9 +190,7 @@ def cluster_control(
     return u
 
 
-def consensus_control(
-    target: Optional[jax.Array] = None, *, gain: float = 1.0, sphere: bool = True
-) -> Control:
+def consensus_control(target: Optional[jax.Array] = None, *, gain: float = 1.0) -> Control:
     """A feed-forward control driving every token towards one point: consensus.
 
     ``u(x_i, t) = gain * (target - x_i)``, ``target`` ``[d]`` (default the first basis vector
@@ -214,7 +216,6 @@ def consensus_control(
     (with ``|x_j| <= 1 + R``) gives ``dR/dt <= b - (gain - b) R``: the same threshold
     ``gain > b``, and ``R -> b / (gain - b)``, a diameter of at most ``2 b / (gain - b)``.
     """
-    del sphere
 
     def u(x, t):
         del t

@@ -2,6 +2,7 @@
 
 import itertools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -226,3 +227,46 @@ def test_simulate_jit_and_vmap_over_x0_and_qkv():
         np.testing.assert_allclose(np.asarray(batched[i]), np.asarray(single), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError):
         dyn.simulate(x0s[0], qkvs[0, 0], qkvs[0, 1], qkvs[0, 2], dt=0.1, steps=2, method="midpoint")
+
+
+class TestPureCoresUnderJitAndWithout(chex.TestCase):
+    """The traceable cores of the particle system give the same numbers jitted and not
+    (``chex.variants``), against float64 numpy written from docs/definitions.md#token-dynamics."""
+
+    def _draw(self, heads=None, n=6, d=4):
+        rng = np.random.default_rng(11)
+        x = rng.normal(size=(n, d))
+        x /= np.linalg.norm(x, axis=-1, keepdims=True)
+        shape = (d, d) if heads is None else (heads, d, d)
+        return x, *(rng.normal(size=shape) for _ in range(3))
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_attention_drift_one_head_and_several(self):
+        for heads in (None, 3):
+            x, Q, K, V = self._draw(heads)
+            heads_q, heads_k, heads_v = (m[None] if heads is None else m for m in (Q, K, V))
+            want = []
+            for q, k, v in zip(heads_q, heads_k, heads_v):
+                logits = (x @ q.T) @ (x @ k.T).T
+                w = np.exp(logits - logits.max(-1, keepdims=True))
+                want.append((w / w.sum(-1, keepdims=True)) @ (x @ v.T))
+            want = np.mean(want, axis=0)
+            want -= np.sum(x * want, axis=-1, keepdims=True) * x  # onto the tangent space
+            got = self.variant(dyn.attention_drift)(*(jnp.asarray(m, jnp.float32) for m in (x, Q, K, V)))
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_diameter_and_mean_cosine(self):
+        x, *_ = self._draw()
+        dist = np.linalg.norm(x[:, None] - x[None], axis=-1)
+        cos = x @ x.T
+        np.testing.assert_allclose(self.variant(dyn.diameter)(jnp.asarray(x, jnp.float32)), dist.max(), rtol=1e-6)
+        want = (cos.sum() - np.trace(cos)) / (len(x) * (len(x) - 1))
+        np.testing.assert_allclose(self.variant(dyn.mean_cosine)(jnp.asarray(x, jnp.float32)), want, rtol=1e-5)
+
+    def test_shape_bugs_are_caught_at_the_boundary(self):
+        x, Q, K, V = self._draw()
+        with self.assertRaises(AssertionError):
+            dyn.attention_drift(jnp.asarray(x), jnp.asarray(Q), jnp.asarray(K), jnp.asarray(V[:, :3]))
+        with self.assertRaises(AssertionError):
+            dyn.attention_drift(jnp.asarray(x[None]), jnp.asarray(Q), jnp.asarray(K), jnp.asarray(V))
