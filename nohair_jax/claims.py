@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from nohair_jax.fit import fit_power_law
+from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, fit_power_law
 
 NOT_MEASURED = "not measured at this scale"
 VERDICTS = ("agree", "disagree", NOT_MEASURED)
@@ -61,29 +61,31 @@ def _unmeasured(measured: str, **evidence) -> Judgement:
     return Judgement(measured, None, NOT_MEASURED, evidence)
 
 
-def _fmt(fit: dict) -> str:
-    return f"{fit['alpha']:.2f}" if fit.get("alpha") is not None else "no fit"
+def _fits(saved: list[dict]) -> list[PowerLawFit | FitRefused]:
+    """The fits of a summary's list of saved fits (``fit.fit_from_dict``)."""
+    return [fit_from_dict(f) for f in saved]
 
 
-def _interval(fit: dict) -> list | None:
-    ci = fit.get("ci")
-    return None if not ci or ci[0] is None else [round(ci[0], 3), round(ci[1], 3)]
+def _fmt(fit: PowerLawFit | FitRefused) -> str:
+    return f"{fit.alpha:.2f}" if isinstance(fit, PowerLawFit) else "no fit"
 
 
-def _overlaps(fit: dict, lo: float, hi: float) -> bool:
-    ci = _interval(fit) or [fit["alpha"], fit["alpha"]]
+def _interval(fit: PowerLawFit | FitRefused) -> list | None:
+    """alpha's interval rounded for the table; None where refused or without one."""
+    ci = fit.ci if isinstance(fit, PowerLawFit) else None
+    return None if ci is None else [round(ci[0], 3), round(ci[1], 3)]
+
+
+def _overlaps(fit: PowerLawFit, lo: float, hi: float) -> bool:
+    ci = _interval(fit) or [fit.alpha, fit.alpha]
     return ci[1] >= lo and ci[0] <= hi
-
-
-def _alphas(fits: list[dict]) -> list[float | None]:
-    return [f.get("alpha") for f in fits]
 
 
 # ---------------------------------------------------------------- the real language model (part real_model)
 
 
-def _llm_fits(s, key: str) -> list[dict]:
-    return s["real_model"][key]["fits"]
+def _llm_fits(s, key: str) -> list[PowerLawFit | FitRefused]:
+    return _fits(s["real_model"][key]["fits"])
 
 
 def _llm_alpha(key: str, lo: float, hi: float):
@@ -91,15 +93,15 @@ def _llm_alpha(key: str, lo: float, hi: float):
     def judge(s):
         rm, fits = s["real_model"], _llm_fits(s, key)
         fit = fits[-1]
-        if fit.get("alpha") is None:
-            return _unmeasured(f"the last layer could not be fitted: {fit.get('error', 'no fit')}")
-        alphas = [a for a in _alphas(fits) if a is not None]
+        if isinstance(fit, FitRefused):
+            return _unmeasured(f"the last layer could not be fitted: {fit.reason}")
+        fitted = [a for a in alphas(fits) if a is not None]
         who = ("SmolLM2-135M-Instruct (Q4_1)" if key == "trained"
                else f"its config at init, seeds {rm['init']['seeds']}, {rm['init']['pairs_per_seed']} pairs each")
-        text = (f"{fit['alpha']:.2f} (last of {len(fits)} layers, t in {fit['t_range']}, {who}); "
-                f"layers: median {np.median(alphas):.2f}, range {min(alphas):.2f} to {max(alphas):.2f}")
-        return _judged(text, _interval(fit), _overlaps(fit, lo, hi), alpha_per_layer=_alphas(fits),
-                       last_layer_interval=_interval(fit), window=fit["t_range"], paper_range=[lo, hi])
+        text = (f"{fit.alpha:.2f} (last of {len(fits)} layers, t in {list(fit.t_range)}, {who}); "
+                f"layers: median {np.median(fitted):.2f}, range {min(fitted):.2f} to {max(fitted):.2f}")
+        return _judged(text, _interval(fit), _overlaps(fit, lo, hi), alpha_per_layer=alphas(fits),
+                       last_layer_interval=_interval(fit), window=list(fit.t_range), paper_range=[lo, hi])
     return judge
 
 
@@ -137,7 +139,8 @@ def _shape_test(entries: list[dict]) -> tuple[str, list | None, bool, dict] | No
     passing = sum(e["passes"] for e in entries)
     text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
             f"{passing}/{len(entries)} layers pass")
-    interval = None if worst["interval"] is None else [round(v, 3) for v in worst["interval"]]
+    # None: no interval ([null, null] in files written before a missing interval was None)
+    interval = None if worst["interval"] is None or None in worst["interval"] else [round(v, 3) for v in worst["interval"]]
     return text, interval, passing == len(entries), dict(slopes=[e["slope"] for e in entries],
                                                          intervals=[e["interval"] for e in entries])
 
@@ -178,8 +181,8 @@ def _llm_threshold(s):
 # ---------------------------------------------------------------- the project's small models
 
 
-def _deepest_last_layer(s: dict) -> dict:
-    return s["untrained_alpha"]["rows"][-1]["fits"][-1]
+def _deepest_last_layer(s: dict) -> PowerLawFit | FitRefused:
+    return fit_from_dict(s["untrained_alpha"]["rows"][-1]["fits"][-1])
 
 
 def _power_law(s):
@@ -201,25 +204,26 @@ def _power_law(s):
 
 def _untrained(s):
     fit = _deepest_last_layer(s)
-    if fit.get("alpha") is None:
-        return _unmeasured(fit.get("error", "no fit"))
+    if isinstance(fit, FitRefused):
+        return _unmeasured(fit.reason)
     depth = s["untrained_alpha"]["rows"][-1]["depth"]
-    alphas = [a for row in s["untrained_alpha"]["rows"] for a in _alphas(row["fits"]) if a is not None]
-    text = f"{fit['alpha']:.2f} (last layer, depth {depth}); all layers {min(alphas):.2f} to {max(alphas):.2f}"
+    fitted = [a for row in s["untrained_alpha"]["rows"] for a in alphas(_fits(row["fits"])) if a is not None]
+    text = f"{fit.alpha:.2f} (last layer, depth {depth}); all layers {min(fitted):.2f} to {max(fitted):.2f}"
     return _judged(text, _interval(fit), _overlaps(fit, 0.2, 0.5), depth=depth, last_layer_interval=_interval(fit),
-                   window=fit["t_range"])
+                   window=list(fit.t_range))
 
 
 def _trained(s):
     run = s["trained_vs_untrained"]["runs"][0]
-    fit, beyond = run["trained_in_context"][-1], run["trained"][-1]
-    if fit.get("alpha") is None:
-        return _unmeasured(fit.get("error", "no fit"))
+    fit, beyond = fit_from_dict(run["trained_in_context"][-1]), fit_from_dict(run["trained"][-1])
+    if isinstance(fit, FitRefused):
+        return _unmeasured(fit.reason)
     p = s["trained_vs_untrained"]["settings"]
-    text = (f"{fit['alpha']:.2f} (last layer, t in {fit['t_range']}, inside the {p['context']}-token training context); "
-            f"{_fmt(beyond)} on t in {beyond.get('t_range')}, extrapolating; {p['steps']} steps")
+    beyond_window = list(beyond.t_range) if isinstance(beyond, PowerLawFit) else None
+    text = (f"{fit.alpha:.2f} (last layer, t in {list(fit.t_range)}, inside the {p['context']}-token training context); "
+            f"{_fmt(beyond)} on t in {beyond_window}, extrapolating; {p['steps']} steps")
     return _judged(text, _interval(fit), _overlaps(fit, 0.55, 0.7), last_layer_interval=_interval(fit),
-                   window=fit["t_range"], extrapolated=beyond.get("alpha"), steps=p["steps"])
+                   window=list(fit.t_range), extrapolated=alphas([beyond])[0], steps=p["steps"])
 
 
 def _trained_faster(s):
@@ -294,15 +298,15 @@ def _dilution_alpha(prompt_len: int, t_range: list) -> float:
 
 def _direct(s):
     split = s["direct_vs_relay"]
-    fits = [f for f in split["fits"]["direct"] if f.get("alpha") is not None]
+    fits = [f for f in _fits(split["fits"]["direct"]) if isinstance(f, PowerLawFit)]
     if not fits:
         return _unmeasured("no direct part could be fitted")
-    reference = _dilution_alpha(split["settings"]["prompt_len"], fits[0]["t_range"])
-    alphas = [f["alpha"] for f in fits]
-    text = (f"direct-read alpha per layer {', '.join(f'{a:.2f}' for a in alphas)}; dilution P/(P+t) on the same window "
+    reference = _dilution_alpha(split["settings"]["prompt_len"], fits[0].t_range)
+    direct = alphas(fits)
+    text = (f"direct-read alpha per layer {', '.join(f'{a:.2f}' for a in direct)}; dilution P/(P+t) on the same window "
             f"{reference:.2f}")
-    return _judged(text, [round(min(alphas), 3), round(max(alphas), 3)], all(abs(a - reference) < 0.1 for a in alphas),
-                   direct_alpha=alphas, dilution_alpha=reference)
+    return _judged(text, [round(min(direct), 3), round(max(direct), 3)], all(abs(a - reference) < 0.1 for a in direct),
+                   direct_alpha=direct, dilution_alpha=reference)
 
 
 def _bound_tight(s):
@@ -339,25 +343,26 @@ NEAR_ZERO = 0.1  # an alpha whose interval ends below this has stopped decaying
 
 def _bias_evidence(ic: dict) -> dict:
     return dict(window=[32, ic["t_max"]], steps=[r["step"] for r in ic["rows"]],
-                **{name: [r[name].get("alpha") for r in ic["rows"]] for name in ("bias", "no_bias")},
-                **{f"{name}_interval": [_interval(r[name]) for r in ic["rows"]] for name in ("bias", "no_bias")},
+                **{name: alphas(_fits([r[name] for r in ic["rows"]])) for name in ("bias", "no_bias")},
+                **{f"{name}_interval": [_interval(f) for f in _fits([r[name] for r in ic["rows"]])]
+                   for name in ("bias", "no_bias")},
                 difference_interval=[r["difference"].get("ci") for r in ic["rows"]])
 
 
-def _bias_last_step(run: str, accept: Callable[[dict], bool]):
+def _bias_last_step(run: str, accept: Callable[[PowerLawFit], bool]):
     """Judge one run's (``bias`` or ``no_bias``) last-layer fit at the last measured step with ``accept(fit)``."""
     def judge(s):
         ic = s["logit_bias"]["in_context"]
         last = ic["rows"][-1]
-        fit = last[run]
-        if fit.get("alpha") is None:
-            return _unmeasured(fit.get("error", "no fit"), **_bias_evidence(ic))
-        text = f"{fit['alpha']:.2f} (last layer, step {last['step']}, t in {fit['t_range']}, inside the training context)"
+        fit = fit_from_dict(last[run])
+        if isinstance(fit, FitRefused):
+            return _unmeasured(fit.reason, **_bias_evidence(ic))
+        text = f"{fit.alpha:.2f} (last layer, step {last['step']}, t in {list(fit.t_range)}, inside the training context)"
         return _judged(text, _interval(fit), accept(fit), **_bias_evidence(ic))
     return judge
 
 
-def _near_zero(fit: dict) -> bool:
+def _near_zero(fit: PowerLawFit | FitRefused) -> bool:
     ci = _interval(fit)
     return ci is not None and (ci[0] <= 0 <= ci[1] or ci[1] < NEAR_ZERO)
 
@@ -365,7 +370,7 @@ def _near_zero(fit: dict) -> bool:
 def _stopped(row: dict) -> bool:
     """The biased run's alpha is near 0 at this step and below the unbiased run's."""
     diff = row["difference"].get("ci")
-    return _near_zero(row["bias"]) and diff is not None and diff[1] < 0
+    return _near_zero(fit_from_dict(row["bias"])) and diff is not None and diff[1] < 0
 
 
 def _bias_stops(s):
@@ -382,21 +387,23 @@ def _bias_stops(s):
         return _unmeasured(f"no step measured in the first {EARLY_FRACTION:.0%} of the {ic['steps_total']} steps "
                            f"(measured: {[r['step'] for r in rows]})", **evidence)
     stops = [r["step"] for r in early if _stopped(r)]
-    text = (f"early steps {[r['step'] for r in early]}: bias alpha {', '.join(_fmt(r['bias']) for r in early)}, "
-            f"no bias {', '.join(_fmt(r['no_bias']) for r in early)}; stopped at {stops or 'no early step'}")
+    alpha_text = {name: ", ".join(_fmt(f) for f in _fits([r[name] for r in early])) for name in ("bias", "no_bias")}
+    text = (f"early steps {[r['step'] for r in early]}: bias alpha {alpha_text['bias']}, "
+            f"no bias {alpha_text['no_bias']}; stopped at {stops or 'no early step'}")
     return _judged(text, None, bool(stops), **evidence)
 
 
-def _dilution_fits(s, variant: str) -> list[tuple[int, int, dict]]:
+def _dilution_fits(s, variant: str) -> list[tuple[int, int, PowerLawFit | FitRefused]]:
     """(depth, layer, fit) of one variant of the uniform-attention networks, every depth and layer."""
-    return [(r["depth"], k, f) for r in s["dilution"]["rows"] for k, f in enumerate(r[variant], start=1)]
+    return [(r["depth"], k, f) for r in s["dilution"]["rows"] for k, f in enumerate(_fits(r[variant]), start=1)]
 
 
 def _dilution_evidence(s) -> dict:
     rows = s["dilution"]["rows"]
     return dict(depths=[r["depth"] for r in rows], seeds=s["dilution"]["settings"]["seeds"],
-                **{name: [_alphas(r[name]) for r in rows] for name in ("uniform", "uniform_bias")},
-                **{f"{name}_interval": [[_interval(f) for f in r[name]] for r in rows] for name in ("uniform", "uniform_bias")},
+                **{name: [alphas(_fits(r[name])) for r in rows] for name in ("uniform", "uniform_bias")},
+                **{f"{name}_interval": [[_interval(f) for f in _fits(r[name])] for r in rows]
+                   for name in ("uniform", "uniform_bias")},
                 difference_interval=[[d.get("ci") for d in r["difference"]] for r in rows],
                 relay_alpha=[r["relay"] for r in rows])
 
@@ -407,8 +414,8 @@ def _sufficient(s):
         return _unmeasured("a layer of the uniform-attention networks could not be fitted with an interval", **evidence)
     lowest = min(fits, key=lambda x: _interval(x[2])[0])
     relay = [a for r in s["dilution"]["rows"] for a in r["relay"]]
-    text = (f"uniform attention, no bias: alpha {min(f['alpha'] for _, _, f in fits):.2f} to "
-            f"{max(f['alpha'] for _, _, f in fits):.2f} over {len(fits)} layers (depths {evidence['depths']}, "
+    text = (f"uniform attention, no bias: alpha {min(f.alpha for _, _, f in fits):.2f} to "
+            f"{max(f.alpha for _, _, f in fits):.2f} over {len(fits)} layers (depths {evidence['depths']}, "
             f"seeds {evidence['seeds']}); lowest interval {_interval(lowest[2])} (depth {lowest[0]}, layer {lowest[1]}); "
             f"relay model on the same windows {min(relay):.2f} to {max(relay):.2f}")
     return _judged(text, None, _interval(lowest[2])[0] > 0, **evidence)
@@ -422,8 +429,8 @@ def _necessary(s):
                            **evidence)
     moving = [f"depth {depth} layer {k} {_interval(f)}" for depth, k, f in fits if not _near_zero(f)]
     same = [f"depth {depth} layer {k} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" for depth, k, d in diffs if d["ci"][0] <= 0]
-    text = (f"uniform attention with the bias: alpha {min(f['alpha'] for _, _, f in fits):+.2f} to "
-            f"{max(f['alpha'] for _, _, f in fits):+.2f} over {len(fits)} layers; not near 0: {moving or 'none'}; "
+    text = (f"uniform attention with the bias: alpha {min(f.alpha for _, _, f in fits):+.2f} to "
+            f"{max(f.alpha for _, _, f in fits):+.2f} over {len(fits)} layers; not near 0: {moving or 'none'}; "
             f"difference without minus with the bias not above 0: {same or 'none'}")
     return _judged(text, None, not moving and not same, **evidence)
 

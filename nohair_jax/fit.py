@@ -139,11 +139,15 @@ class FitRefused:
 
 
 def fit_from_dict(saved: dict) -> PowerLawFit | FitRefused:
-    """The fit a ``to_dict()`` of ``PowerLawFit`` or ``FitRefused`` was made from (read back from JSON)."""
+    """The fit a ``to_dict()`` of ``PowerLawFit`` or ``FitRefused`` was made from (read back from JSON).
+
+    Files written before a missing interval was None hold ``[null, null]``: read as None too, so
+    that results of earlier runs (reused by ``nohair reproduce``) are judged alike."""
     if "error" in saved:
         return FitRefused(saved["error"])
-    tuples = {"ci", "t_range"}
-    return PowerLawFit(**{k: tuple(v) if k in tuples and v is not None else v for k, v in saved.items()})
+    ci = saved["ci"]
+    ci = None if ci is None or None in ci else tuple(ci)
+    return PowerLawFit(**{**saved, "ci": ci, "t_range": tuple(saved["t_range"])})
 
 
 def fit_or_refuse(t, d, **fit_kwargs) -> PowerLawFit | FitRefused:

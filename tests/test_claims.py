@@ -1,17 +1,21 @@
 """Every judge of ``nohair_jax.claims`` on hand-built summaries: each must be able to say "agree" and
 "disagree" (and "not measured at this scale" where its part cannot decide), and a claim without
 such cases fails ``test_every_claim_reaches_both_verdicts``. The summaries hold only the keys the
-judges read, with numbers chosen by hand on either side of each criterion's threshold.
+judges read (fits as whole saved ``PowerLawFit`` records), with numbers chosen by hand on either
+side of each criterion's threshold.
 """
 
 import numpy as np
 import pytest
 
 from nohair_jax.claims import CLAIMS, NOT_MEASURED, judge_claims
+from nohair_jax.fit import FitRefused, PowerLawFit
 
 
 def fit(alpha, half_width=0.05, r2=0.99, window=(32, 1024)):
-    return dict(alpha=alpha, ci=[alpha - half_width, alpha + half_width], r2=r2, t_range=list(window))
+    """A fit as a summary saves it (``PowerLawFit.to_dict``), with the numbers the judges read set by hand."""
+    return PowerLawFit(alpha=alpha, ci=(alpha - half_width, alpha + half_width), prefactor=1.0, r2=r2,
+                       t_range=tuple(window), n_bins=12, floor_t=None, summary="mean", confidence=0.95).to_dict()
 
 
 # --- the real language model -----------------------------------------------------------------
@@ -38,8 +42,8 @@ def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1
 
 
 def untrained_alpha(*alphas, r2=0.99, gaps=None):
-    fits = [fit(a, r2=r2) if a is not None else {"error": "floor"} for a in alphas]
-    laws = [{"error": "floor"} if a is None else dict(power_gap=g, best="power" if g == 0 else "log_power",
+    fits = [fit(a, r2=r2) if a is not None else FitRefused("floor").to_dict() for a in alphas]
+    laws = [FitRefused("floor").to_dict() if a is None else dict(power_gap=g, best="power" if g == 0 else "log_power",
                                                       local_exponent_drift=0.1)
             for a, g in zip(alphas, gaps or [0.0] * len(alphas))]
     return dict(rows=[dict(depth=4, fits=fits, decay_laws=laws)])
@@ -80,8 +84,8 @@ def untrained_vs_relay(network, relay=(0.01, 0.8)):
 
 def dilution(uniform, biased):
     """One depth of the uniform-attention part: alphas per layer without and with the bias (None: no fit)."""
-    as_fit = lambda a: fit(a, half_width=0.02) if a is not None else {"error": "floor"}  # noqa: E731
-    diffs = [difference(a - b, 0.02) if a is not None and b is not None else {"error": "floor"}
+    as_fit = lambda a: fit(a, half_width=0.02) if a is not None else FitRefused("floor").to_dict()  # noqa: E731
+    diffs = [difference(a - b, 0.02) if a is not None and b is not None else FitRefused("floor").to_dict()
              for a, b in zip(uniform, biased)]
     return {"dilution": dict(settings=dict(seeds=[0, 1]), rows=[dict(
         depth=len(uniform), uniform=[as_fit(a) for a in uniform], uniform_bias=[as_fit(a) for a in biased],
@@ -120,7 +124,7 @@ DEFEATED_AT_1 = {0.5: 0.0, 1.0: 0.5, 2.0: 1.0, 20.0: 1.0}
 def biased(no_bias, bias, differences, steps=(0, 10, 150, 300)):
     """The logit-bias experiment's in-context fits: one alpha per measured step for each run, and the
     bias-minus-no-bias difference's interval per step (None: not fitted)."""
-    rows = [dict(step=step, no_bias=fit(a), bias=fit(b) if b is not None else {"error": "floor"},
+    rows = [dict(step=step, no_bias=fit(a), bias=fit(b) if b is not None else FitRefused("floor").to_dict(),
                  difference={} if d is None else dict(ci=list(d)))
             for step, a, b, d in zip(steps, no_bias, bias, differences)]
     return {"logit_bias": dict(in_context=dict(t_max=240, steps_total=steps[-1], rows=rows))}
@@ -131,11 +135,11 @@ EQUAL, BELOW = (-0.1, 0.1), (-0.8, -0.4)
 
 CASES = {
     "llm_trained_alpha": {"agree": real_model([0.9, 0.62], [0.3, 0.3]), "disagree": real_model([0.9, 0.9], [0.3, 0.3]),
-                          NOT_MEASURED: real_model([0.6, {"error": "floor"}], [0.3, 0.3])},
+                          NOT_MEASURED: real_model([0.6, FitRefused("floor").to_dict()], [0.3, 0.3])},
     "llm_untrained_alpha": {"agree": real_model([0.6, 0.6], [0.3, 0.35]), "disagree": real_model([0.6, 0.6], [0.8, 0.8])},
     "llm_trained_faster": {"agree": real_model([0.7, 0.6], [0.3, 0.3]),
                            "disagree": real_model([0.7, 0.32], [0.3, 0.3], diffs=(0.4, 0.02)),  # reaches 0 at layer 2
-                           NOT_MEASURED: real_model([0.7, 0.6], [0.3, 0.3], diffs=(0.4, {"error": "floor"}))},
+                           NOT_MEASURED: real_model([0.7, 0.6], [0.3, 0.3], diffs=(0.4, FitRefused("floor").to_dict()))},
     "llm_bound_conditions": {"agree": real_model([0.6], [0.3]),
                              "disagree": real_model([0.6], [0.3], failures=["layer 1: not finite"])},
     "llm_relay_only_logs": {"agree": real_model([0.6], [0.3]), "disagree": real_model([0.6], [0.3], slope=0.3)},

@@ -134,6 +134,8 @@ def test_to_dict_is_strict_json_and_reads_back_as_the_same_fit():
         assert fit_from_dict(json.loads(json.dumps(out))) == fit
     out = fit_power_law(t_int, t_int**-0.5).to_dict()
     assert out["ci"] is None and out["t_range"] == [32, T] and out["floor_t"] is None
+    older = {**fit_power_law(t_int, t_int**-0.5).to_dict(), "ci": [None, None]}  # an earlier run's file
+    assert fit_from_dict(older) == fit_power_law(t_int, t_int**-0.5)
     refused = FitRefused("below the floor")
     assert fit_from_dict(json.loads(json.dumps(refused.to_dict()))) == refused and refused.brief() == "no fit"
 
