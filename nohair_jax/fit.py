@@ -388,16 +388,16 @@ def alpha_difference(
     window = (t >= t_min) & (t <= t_end)
     _, starts = _log_bins(t[window], t_min, t_end, bins_per_decade)
     log_t_bin = _bin_mean(np.log(t[window]), starts)
-    alphas, boots = [], []
+    fitted, boots = [], []
     for k, (d, groups) in enumerate(((d_a, groups_a), (d_b, groups_b))):
         d = np.asarray(d, dtype=np.float64)[..., window]
         if d.ndim != 2 or d.shape[0] < 2:
             raise ValueError(f"alpha_difference needs at least two curves [n_pairs >= 2, T] on each side, got {d.shape}")
         slope, _, _ = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d, summary)), starts))
-        alphas.append(float(-slope))
+        fitted.append(float(-slope))
         boots.append(_bootstrap_alphas(d, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed + k, groups)))
     ci = None if n_boot == 0 else tuple(float(q) for q in np.quantile(boots[0] - boots[1], [(1 - confidence) / 2, (1 + confidence) / 2]))
-    return AlphaDifference(difference=alphas[0] - alphas[1], ci=ci, alpha_a=alphas[0], alpha_b=alphas[1],
+    return AlphaDifference(difference=fitted[0] - fitted[1], ci=ci, alpha_a=fitted[0], alpha_b=fitted[1],
                            t_range=(_py(t[window][0]), _py(t_end)), confidence=float(confidence))
 
 
@@ -514,14 +514,14 @@ def alpha_vs_window(t, d, t_mins, t_maxs, **fit_kwargs) -> np.ndarray:
     ``fit_kwargs`` go to ``fit_power_law``; the bootstrap is off (``n_boot = 0``) for speed.
     """
     fit_kwargs = {**fit_kwargs, "n_boot": 0}
-    alphas = np.full((len(t_mins), len(t_maxs)), np.nan)
+    table = np.full((len(t_mins), len(t_maxs)), np.nan)
     for i, lo in enumerate(t_mins):
         for j, hi in enumerate(t_maxs):
             try:
-                alphas[i, j] = fit_power_law(t, d, t_min=lo, t_max=hi, **fit_kwargs).alpha
+                table[i, j] = fit_power_law(t, d, t_min=lo, t_max=hi, **fit_kwargs).alpha
             except (_BadWindowError, NoiseFloorError):
                 pass  # an unusable window is a nan in the map, not a failure of the map
-    return alphas
+    return table
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,11 +23,11 @@ import numpy as np
 from jax.sharding import Mesh
 
 from nohair_jax.config import TransformerConfig
+from nohair_jax.figures import offsets_figure
 from nohair_jax.fit import FitRefused, PowerLawFit, fit_from_dict, fit_layers, fit_windows, kl_half_life
 from nohair_jax.model import Transformer
 from nohair_jax.offsets import Offsets, measure_noise_floor, prompt_pair_offsets, sweep_offsets
 from nohair_jax.pairs import PromptPairs
-from nohair_jax.figures import offsets_figure
 from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 
 

@@ -18,7 +18,7 @@ swiglu only), ``final_norm.{scale, bias}``, ``lm_head.kernel [D, V]`` (untied on
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -287,6 +287,7 @@ class Transformer(nnx.Module):
         kv_streams: jax.Array | None = None,
         logits_at: jax.Array | None = None,
         sublayers: bool = False,
+        read_hidden: Callable[[jax.Array], Any] | None = None,
     ) -> ForwardOutput:
         """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics.
 
@@ -297,16 +298,21 @@ class Transformer(nnx.Module):
         checks them on the host. ``logits_at`` int [K], if given, are the sequence indices (0-based)
         at which the final norm's output is projected onto the vocabulary: logits [B, K, vocab]
         (the projection is the costliest matrix product of a small model with a large vocabulary).
-        ``sublayers`` (static) returns every block's attention and MLP outputs too.
+        ``sublayers`` (static) returns every block's attention and MLP outputs too. ``read_hidden``,
+        a function of one residual stream [B, T, D] to any arrays, is applied to ``h_0`` and to each
+        block's output as it is computed, and ``hidden`` holds what it returns, stacked over layers
+        [L+1, ...], instead of the streams: what a measurement reads of every layer without the
+        [L+1, B, T, D] stack in memory.
         """
         x0, rope = self.embed_tokens(tokens)
         block_def = nnx.graphdef(self.blocks[0])
+        read = (lambda x: x) if read_hidden is None else read_hidden  # noqa: E731
 
         def step(x, inputs):
             state, kv_stream = inputs
             x, scale, stats, outputs = nnx.merge(block_def, state)(
                 x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=kv_stream)
-            return x, (x, scale, stats, outputs if sublayers else None)
+            return x, (read(x), scale, stats, outputs if sublayers else None)
 
         # The blocks run as one scanned step over their stacked parameters: one block is traced and
         # compiled whatever the depth (30 unrolled layers took about 25 s to compile on a CPU).
@@ -325,7 +331,8 @@ class Transformer(nnx.Module):
         if diagnostics:
             diag = Diagnostics(norm_scale=scales, max_abs_logit=stats[0],
                                prompt_attention=None if prompt_len is None else stats[1])
-        return ForwardOutput(logits=logits, hidden=jnp.concatenate([x0[None], hidden]), diagnostics=diag, sublayers=outputs)
+        hidden = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), read(x0), hidden)
+        return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, sublayers=outputs)
 
 
 def untrained_model(depth: int, *, seed: int = 0, **config) -> Transformer:

@@ -122,18 +122,22 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
     length, n = continuations.shape[1], continuations.shape[0]
     t = np.arange(1, length + 1) if kl_at is None else np.asarray(kl_at)
     at = lambda prompt: jnp.asarray(prompt.shape[1] + t - 1)  # noqa: E731  sequence indices of t
+
+    def distances(h_a, h_b):
+        """The continuation's streams of both runs [n, T, D] -> l2, mean norm [n, T]."""
+        return jnp.linalg.norm(h_a - h_b, axis=-1), 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
+
     if tokens_a.shape == tokens_b.shape:
         # Both runs in one batch (about 15 % faster on a CPU than two calls); rows of one batch run
-        # through identical code, so identical prompts still give exactly zero.
-        out = model(jnp.concatenate([tokens_a, tokens_b]), logits_at=at(prompts_a))
-        hidden = out.hidden[:, :, -length:]
-        (h_a, h_b), (z_a, z_b) = (hidden[:, :n], hidden[:, n:]), (out.logits[:n], out.logits[n:])
+        # through identical code, so identical prompts still give exactly zero. Each layer's
+        # distances are taken as the layer is computed: no [L+1, 2n, P+T, D] stack is held.
+        out = model(jnp.concatenate([tokens_a, tokens_b]), logits_at=at(prompts_a),
+                    read_hidden=lambda x: distances(x[:n, -length:], x[n:, -length:]))
+        (l2, norm), (z_a, z_b) = out.hidden, (out.logits[:n], out.logits[n:])  # [L+1, n, T]
     else:
         out_a, out_b = model(tokens_a, logits_at=at(prompts_a)), model(tokens_b, logits_at=at(prompts_b))
-        h_a, h_b = out_a.hidden[:, :, -length:], out_b.hidden[:, :, -length:]  # [L+1, n, T, D]
+        l2, norm = distances(out_a.hidden[:, :, -length:], out_b.hidden[:, :, -length:])
         z_a, z_b = out_a.logits, out_b.logits
-    l2 = jnp.linalg.norm(h_a - h_b, axis=-1)
-    norm = 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
     relative = jnp.where(l2 > 0, l2 / jnp.where(norm > 0, norm, 1), 0.0)
     kl = next_token_kl(z_a, z_b)
     to_pairs = lambda x: jnp.moveaxis(x, 0, 1)  # [L+1, n, T] -> [n, L+1, T]

@@ -505,3 +505,17 @@ def test_blocks_are_traced_once_whatever_the_depth():
         jaxpr = jax.make_jaxpr(lambda s, x: nnx.merge(graphdef, s)(x).logits)(state, jnp.zeros((1, 8), jnp.int32))
         counts.append(str(jaxpr).count("dot_general"))
     assert counts[0] == counts[1] > 0
+
+
+def test_read_hidden_is_each_layers_stream_read_as_it_is_computed():
+    """``read_hidden=f`` gives f of every h_l, l = 0..L, stacked: what f of the full stack gives."""
+    cfg, model = _small_model(position="rope", n_layers=3)
+    tokens = jnp.asarray(random_tokens(cfg, 2, 9, seed=5))
+    full = model(tokens)
+    read = lambda x: (jnp.linalg.norm(x, axis=-1), x[:, -1])  # noqa: E731  a pytree of two arrays
+    got = model(tokens, read_hidden=read)
+    norms, last = got.hidden
+    assert norms.shape == (4, 2, 9) and last.shape == (4, 2, cfg.d_model)
+    np.testing.assert_allclose(norms, np.linalg.norm(np.asarray(full.hidden, np.float64), axis=-1), rtol=1e-6)
+    np.testing.assert_array_equal(last, full.hidden[:, :, -1])
+    np.testing.assert_array_equal(got.logits, full.logits)
