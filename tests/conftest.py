@@ -4,19 +4,33 @@
 tokens): small enough to compile in a second, deep enough to have relay (layers >= 2).
 ``make_tiny(seed=0, **overrides)`` builds a ``Transformer`` of it with any field changed.
 ``assert_same_cells(a, b, n_cells)`` checks two sweep folders' cells equal. ``LONGEST_FIRST``: the
-slowest tests start first, so that the two workers finish together.
+slowest tests start first, so that the two workers finish together. The session shares one
+persistent XLA compilation cache (below).
 Tests that need another architecture on purpose (a reference implementation's case list, a
 closed form that needs one head) build their own and say why.
 """
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
-import numpy as np
-import pytest
-from flax import nnx
+# One persistent XLA compilation cache for the whole session, set before JAX is imported: the xdist
+# workers, the CLI subprocesses and the reproduction's workers compile the same small programs
+# again and again, and a cached executable is the same code (the same bits out), found in a
+# fraction of the compile time. A cache of the caller's own (JAX_COMPILATION_CACHE_DIR) is used as is.
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="nohair-tests-xla-")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
-import nohair_jax as nh
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from flax import nnx  # noqa: E402
+
+import nohair_jax as nh  # noqa: E402
 
 TINY = dict(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
 
@@ -29,6 +43,11 @@ LONGEST_FIRST = (
     "test_gguf_checkpoint.py::test_smollm_matches_transformers_float32",
     "test_interrupt.py::",
 )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE:  # only the process that made the cache (xdist's workers inherit its variable)
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
