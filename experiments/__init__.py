@@ -10,6 +10,8 @@ import argparse
 import atexit
 from pathlib import Path
 
+from nohair_jax.model import untrained_model
+from nohair_jax.pairs import random_prompt_pairs
 from nohair_jax.results import FolderBusyError, folder_lock
 
 
@@ -17,9 +19,6 @@ def untrained_model_and_pairs(p: dict, depth: int, seed: int):
     """A profile's untrained model and its prompt pairs: ``model.untrained_model`` at ``depth``,
     width ``p["d_model"]``, init from ``seed``, with ``p["n_pairs"]`` random-token pairs of
     ``p["prompt_len"]`` + ``p["length"]`` tokens drawn from ``seed + 1``."""
-    from nohair_jax.model import untrained_model
-    from nohair_jax.pairs import random_prompt_pairs
-
     model = untrained_model(depth, d_model=p["d_model"], max_len=p["prompt_len"] + p["length"], seed=seed)
     return model, random_prompt_pairs(seed + 1, p["n_pairs"], p["prompt_len"], p["length"], model.config.vocab_size)
 

@@ -2,8 +2,9 @@
 
 Every measurement in the project runs through ``measure``: ``nohair offsets`` and the experiments
 (``measure(...).save(out_dir)``), the training callback (``train.offsets_callback``) and a sweep's
-cells (``sweep.measure_cell``). It runs the offsets (``offsets.prompt_pair_offsets`` for one model,
-``offsets.sweep_offsets`` for several of one config or on a mesh), the float noise floor against
+cells (``sweep.measure_cell``). It runs the offsets (``offsets.prompt_pair_offsets`` for one model;
+``offsets.map_pairs``' stacked backend, as ``sweep_offsets``, for several of one config or on a
+mesh), the float noise floor against
 float64 (``offsets.measure_noise_floor``) and a power-law fit per layer (``fit.fit_layers``).
 Definitions: docs/definitions.md#offsets and #fits; names, shapes and units: #conventions.
 
@@ -26,7 +27,7 @@ from nohair_jax.config import TransformerConfig
 from nohair_jax.figures import offsets_figure
 from nohair_jax.fit import FitRefused, PowerLawFit, fit_from_dict, fit_layers, fit_windows, kl_half_life
 from nohair_jax.model import Transformer
-from nohair_jax.offsets import Offsets, measure_noise_floor, prompt_pair_offsets, sweep_offsets
+from nohair_jax.offsets import Offsets, check_pairs, map_pairs, measure_noise_floor, pair_offsets, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 
@@ -114,7 +115,7 @@ def measure(
 
     Args:
       models: one ``Transformer``, or several of one config (seeds, checkpoints): these, or any
-        ``mesh``, run as stacked parameters in one program (``offsets.sweep_offsets``, with
+        ``mesh``, run as stacked parameters in one program (as ``offsets.sweep_offsets``, with
         ``batch_size`` items vmapped at once); one model alone runs pair by pair
         (``offsets.prompt_pair_offsets``, with ``float64``, ``kl_positions`` and ``progress``).
       pairs: ``PromptPairs`` (shapes as ``prompt_pair_offsets``).
@@ -130,9 +131,9 @@ def measure(
     else:
         if float64 or kl_positions is not None:
             raise ValueError("float64 and kl_positions are for one model on its own, not for stacked models or a mesh")
-        per_model = sweep_offsets(models, *pairs, mesh=mesh, batch_size=batch_size)
-        offsets = Offsets(**{name: np.concatenate([getattr(o, name) for o in per_model])
-                             for name in ("l2", "relative", "kl", "norm")}, prompt_len=per_model[0].prompt_len)
+        a, b, c = check_pairs(models[0].config, *pairs)
+        l2, relative, norm, kl = map_pairs(pair_offsets, models, a, b, c, mesh=mesh, batch_size=batch_size)
+        offsets = Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1])
     floor_pairs = 0 if float64 else floor_pairs
     # The first model's pairs lead the stacked offsets, so these are its own offsets of those pairs.
     floor = measure_noise_floor(models[0], *pairs, n_pairs=floor_pairs, measured=offsets) if floor_pairs else None

@@ -140,10 +140,14 @@ def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -
     reason = available() if available else None
     if reason:
         return None, f"not run: {reason}"
-    done = out / part.name / "part.json"
-    if not force and done.exists() and load_json(done)["config"] == part_config(part.name, profile):
+    if not force and _finished_with_config(part, profile, out):
         return load_json(out / part.name / part.summary), "reused"
     return None
+
+
+def _finished_with_config(part: Part, profile: str, out: Path) -> bool:
+    done = out / part.name / "part.json"
+    return done.exists() and load_json(done)["config"] == part_config(part.name, profile)
 
 
 def run_part(part: Part, profile: str, out: Path, *, force: bool = False, log: bool = False) -> tuple[dict | None, str]:
@@ -261,10 +265,9 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
     finally:
         bar.close()  # now, not when an exception's frames are freed, after the caller's last word
     for part in PARTS:  # parts from an earlier run with the current configuration count too
-        done = out / part.name / "part.json"
-        if part.name not in summaries and done.exists() and load_json(done)["config"] == part_config(part.name, profile):
+        if part.name not in summaries and _finished_with_config(part, profile, out):
             summaries[part.name] = load_json(out / part.name / part.summary)
-            statuses[part.name] = f"from an earlier run; {_config_text(load_json(done)['config'])}"
+            statuses[part.name] = f"from an earlier run; {_config_text(part_config(part.name, profile))}"
     return write_report(out, profile, PARTS, summaries, statuses)
 
 
