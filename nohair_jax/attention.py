@@ -20,19 +20,25 @@ accelerator one loop computes all of them at once.
 
 Grouped-query attention (``k``, ``v`` with fewer heads than ``q``) never repeats keys or values:
 the query heads that share a key/value head are folded into the rows of one matrix product.
+
+What positions add to the logits ``q.k / sqrt(hd)`` beyond the causal mask is one ``LogitTerms``
+(built from a config by ``logit_terms``), applied the same way on both paths by ``added_logits``:
+the dilution-cancelling prompt bias (docs/definitions.md#logit-bias), ALiBi's ``-m_h (i - j)``
+and a sliding window's mask. Positions ``i`` (query) and ``j`` (key) are 0-based here.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 if TYPE_CHECKING:
-    from nohair_jax.model import PromptLogitBias
+    from nohair_jax.config import PromptLogitBias, TransformerConfig
 
 IMPLEMENTATIONS = ("auto", "plain", "blockwise")
 # "auto" switches to blockwise from this length on (diagnostics off). On a CPU blockwise already
@@ -60,6 +66,54 @@ def position_dtype(dtype):
     return jnp.promote_types(dtype, jnp.float32)
 
 
+def alibi_slopes(n_heads: int) -> np.ndarray:
+    """ALiBi's slope ``m_h`` of each head, float64 [n_heads] (Press et al. 2022): for a power of two
+    ``n``, the geometric sequence ``2^(-8 h / n)``, h = 1..n; otherwise the ``n'`` slopes of the largest
+    power of two ``n' < n`` and then every other slope of ``2 n'``, as many as are missing."""
+    closest = 2 ** int(math.floor(math.log2(n_heads)))
+    slopes = 2.0 ** (-8.0 * np.arange(1, closest + 1) / closest)
+    if closest == n_heads:
+        return slopes
+    return np.concatenate([slopes, alibi_slopes(2 * closest)[0::2][: n_heads - closest]])
+
+
+class LogitTerms(NamedTuple):
+    """What positions add to every head's logits beyond the causal mask; nothing when all are None.
+
+    prompt_bias: the dilution-cancelling bias (``prompt_bias``).
+    alibi: ALiBi's slope per query head [H] (``alibi_slopes``): ``-m_h (i - j)`` on key j of query i.
+    window: a query at i reads only the keys ``i - window < j <= i`` (Mistral's sliding window).
+    """
+
+    prompt_bias: PromptLogitBias | None = None
+    alibi: tuple[float, ...] | None = None
+    window: int | None = None
+
+
+def logit_terms(cfg: TransformerConfig) -> LogitTerms:
+    """The ``LogitTerms`` of a model's config."""
+    alibi = tuple(alibi_slopes(cfg.n_heads).tolist()) if cfg.position == "alibi" else None
+    return LogitTerms(cfg.prompt_logit_bias, alibi, cfg.sliding_window)
+
+
+def added_logits(terms: LogitTerms | None, q_pos: jax.Array, k_pos: jax.Array, slopes: jax.Array | None, dtype):
+    """The additive logits of ``terms`` for rows at 0-based positions q_pos int [R] and keys k_pos int [K]:
+    [..., R, K] (-inf outside the window), or None when there are none. ``slopes`` [..., R] are the
+    ALiBi slopes of each row's head (None without ALiBi)."""
+    if terms is None or terms == LogitTerms():
+        return None
+    work = position_dtype(dtype)
+    distance = q_pos[:, None] - k_pos[None, :]  # i - j
+    total = jnp.zeros(distance.shape, work)
+    if terms.prompt_bias is not None:
+        total = total + prompt_bias(q_pos, k_pos, terms.prompt_bias, work)
+    if slopes is not None:
+        total = total - slopes[..., None].astype(work) * distance.astype(work)
+    if terms.window is not None:
+        total = jnp.where(distance < terms.window, total, -jnp.inf)
+    return total.astype(dtype)
+
+
 def prompt_bias(query_pos: jax.Array, key_pos: jax.Array, bias: PromptLogitBias, dtype) -> jax.Array:
     """[Tq, Tk] additive logits of ``bias`` for 0-based positions query_pos int [Tq], key_pos int [Tk]:
     gamma * log(i / P) for 1-based query i > P on keys j <= P, else 0."""
@@ -70,12 +124,12 @@ def prompt_bias(query_pos: jax.Array, key_pos: jax.Array, bias: PromptLogitBias,
 
 
 def plain_attention(
-    q: jax.Array, k: jax.Array, v: jax.Array, bias: PromptLogitBias | None = None
+    q: jax.Array, k: jax.Array, v: jax.Array, terms: LogitTerms | None = None
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """q [B, T, H, hd], k, v [B, T, Hkv, hd] -> (out [B, T, H, hd], logits [B, H, T, T], weights [B, H, T, T]).
 
-    ``logits`` are q.k / sqrt(hd) before the prompt bias and the causal mask (what max |logit|
-    reads); ``weights`` are the causal softmax of the biased logits.
+    ``logits`` are q.k / sqrt(hd) before ``terms`` and the causal mask (what max |logit| reads);
+    ``weights`` are the causal softmax of the logits with ``terms`` added.
     """
     t, h, hd = q.shape[1:]
     # Repeated keys and values are T * H * hd numbers beside the T^2 * H weights, and XLA's CPU
@@ -84,7 +138,9 @@ def plain_attention(
     k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(hd, q.dtype))
     pos = jnp.arange(t)
-    biased = logits if bias is None else logits + prompt_bias(pos, pos, bias, logits.dtype)
+    slopes = None if terms is None or terms.alibi is None else jnp.asarray(terms.alibi)[:, None]  # [H, 1]
+    added = added_logits(terms, pos, pos, slopes, logits.dtype)
+    biased = logits if added is None else logits + added
     causal = pos[:, None] >= pos[None, :]
     weights = jax.nn.softmax(jnp.where(causal, biased, -jnp.inf), axis=-1)
     return jnp.einsum("bhqk,bkhd->bqhd", weights, v), logits, weights
@@ -103,7 +159,7 @@ def blockwise_attention(
     q: jax.Array,
     k: jax.Array,
     v: jax.Array,
-    bias: PromptLogitBias | None = None,
+    terms: LogitTerms | None = None,
     *,
     block: int = DEFAULT_BLOCK,
     lanes: int | None = None,
@@ -132,6 +188,9 @@ def blockwise_attention(
     v_tiles = _tiles(jnp.pad(v[:, :, :, None], pad), n, size)
     row_offset = jnp.tile(jnp.arange(size), group)  # position within a block of each folded row
     key_offset = jnp.arange(size)
+    # ALiBi's slope of each folded row: rows g * size .. (g + 1) * size - 1 of kv head k are query head k * group + g.
+    slopes = (None if terms is None or terms.alibi is None
+              else jnp.repeat(jnp.asarray(terms.alibi).reshape(kv_heads, group), size, axis=1))  # [Hkv, G*size]
 
     def update(state, q_block, k_block, diagonal: bool):
         """Fold tile (q_block, k_block) into a query block's online-softmax state: running max
@@ -139,8 +198,9 @@ def blockwise_attention(
         top, l_sum, acc = state
         q_pos, k_pos = q_block * size + row_offset, k_block * size + key_offset
         logits = jnp.einsum("bhqd,bhkd->bhqk", q_tiles[q_block], k_tiles[k_block])
-        if bias is not None:
-            logits = logits + prompt_bias(q_pos, k_pos, bias, logits.dtype)
+        added = added_logits(terms, q_pos, k_pos, slopes, logits.dtype)
+        if added is not None:  # a window's -inf never empties a row: its diagonal tile came first
+            logits = logits + added
         if diagonal:  # the only tiles with masked entries; masking every tile would cost ~15 %
             logits = jnp.where(q_pos[:, None] >= k_pos[None, :], logits, -jnp.inf)
         new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees a key

@@ -62,7 +62,7 @@ MLP_WEIGHTS = ("up", "gate", "down")
 
 
 class BoundNotApplicable(ValueError):
-    """The explicit bound is not derived for this model (post-LN, a prompt logit bias, infinite constants)."""
+    """The explicit bound is not derived for this model (``BoundConditions.not_derived``, infinite constants)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +82,8 @@ class BoundConditions:
                     q, k, v, o, up, gate, down (k, v over the kv heads; gate 0 unless swiglu).
     bias_norms:     name -> [L] Euclidean norms of the q, k, up, gate biases (0 without one).
     prompt_offsets: [L+1] ``D_l``, max over prompt positions and pairs of ``||h_l(a)[j] - h_l(b)[j]||``.
+    alibi, sliding_window, qk_norm: the architecture contrasts (docs/contrasts.md) the model has;
+                    ``sliding_window`` only where it is shorter than the pairs' sequences.
     """
 
     prompt_len: int
@@ -99,6 +101,9 @@ class BoundConditions:
     weight_norms: dict[str, np.ndarray]
     bias_norms: dict[str, np.ndarray]
     prompt_offsets: np.ndarray
+    alibi: bool = False
+    sliding_window: int | None = None
+    qk_norm: bool = False
 
     @property
     def n_layers(self) -> int:
@@ -110,15 +115,34 @@ class BoundConditions:
         in the norm's denominator dominates: the norm no longer normalises, its input is near zero."""
         return math.sqrt(self.norm_eps)
 
-    def failures(self) -> list[str]:
-        """One sentence per condition of the theorem that fails; empty when all hold."""
+    def _architecture(self) -> list[tuple[str, bool]]:
+        """(reason, whether it breaks a condition of the theorem) for each part of the architecture
+        the explicit bound is not derived for."""
         reasons = []
         if self.norm_placement != "pre":
-            reasons.append(f"not pre-LN (norm_placement={self.norm_placement!r}): the bound is derived for blocks "
-                           "x + Attn(N(x)), x' + MLP(N(x')); post-LN normalises the residual stream itself")
+            reasons.append((f"not pre-LN (norm_placement={self.norm_placement!r}): the bound is derived for blocks "
+                            "x + Attn(N(x)), x' + MLP(N(x')); post-LN normalises the residual stream itself", True))
         if self.prompt_logit_bias:
-            reasons.append("prompt logit bias: gamma log(i/P) is added to the prompt logits, which are then not "
-                           "bounded uniformly in i, so no weight is bounded by e^(2B)/i")
+            reasons.append(("prompt logit bias: gamma log(i/P) is added to the prompt logits, which are then not "
+                            "bounded uniformly in i, so no weight is bounded by e^(2B)/i", True))
+        if self.alibi:
+            reasons.append(("ALiBi: -m_h (i - j) is added to the logits, which are then not bounded uniformly in i; "
+                            "a key's weight falls off exponentially in i - j, not as e^(2B)/i", True))
+        if self.sliding_window is not None:
+            reasons.append((f"sliding window of {self.sliding_window}: the bound's weights e^(2B)/i are derived for "
+                            "attention over every earlier key; in a window they are about 1/window", True))
+        if self.qk_norm:
+            reasons.append(("QK-norm: the logits are bounded by construction, but the explicit constants are "
+                            "derived for logits linear in the normalised input (w_q, w_k), not normalised again", False))
+        return reasons
+
+    def not_derived(self) -> list[str]:
+        """Why the explicit bound's constants are not derived for this model; empty when they are."""
+        return [reason for reason, _ in self._architecture()]
+
+    def failures(self) -> list[str]:
+        """One sentence per condition of the theorem that fails; empty when all hold."""
+        reasons = [reason for reason, breaks in self._architecture() if breaks]
         for layer, value in enumerate(self.logit_bound, start=1):
             if not np.isfinite(value):
                 reasons.append(f"layer {layer}: the largest |logit| is {value}, not finite")
@@ -215,18 +239,21 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
         bias_norms={name: np.array([0.0 if m is None else _length(m.bias) for m in linear[name]])
                     for name in ("q", "k", "up", "gate")},
         prompt_offsets=np.max(offsets, axis=0),
+        alibi=cfg.position == "alibi",
+        sliding_window=cfg.sliding_window if (cfg.sliding_window or math.inf) < prompt_len + c.shape[1] else None,
+        qk_norm=cfg.qk_norm,
     )
 
 
 def coefficients(cond: BoundConditions) -> tuple[np.ndarray, np.ndarray]:
     """Block coefficients ``a [L]``, ``b [L]`` (dimensionless) from the measured conditions.
 
-    Raises ``BoundNotApplicable`` where the derivation does not cover the model (post-LN, a prompt
-    logit bias) or a constant is infinite (an infinite logit, a norm input of scale exactly 0).
+    Raises ``BoundNotApplicable`` where the derivation does not cover the model (``not_derived``:
+    post-LN, a prompt logit bias, ALiBi, a sliding window, QK-norm) or a constant is infinite (an infinite logit, a norm input of scale exactly 0).
     A floor below ``sqrt(eps)`` is reported by ``failures()`` but still gives a (huge) valid bound.
     """
-    if cond.norm_placement != "pre" or cond.prompt_logit_bias:
-        raise BoundNotApplicable("; ".join(r for r in cond.failures() if r.startswith(("not pre-LN", "prompt logit"))))
+    if cond.not_derived():
+        raise BoundNotApplicable("; ".join(cond.not_derived()))
     a, b = theory.block_coefficients(cond.mlp, **cond.block_values())
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise BoundNotApplicable(f"infinite block coefficients (a = {a}, b = {b}): {'; '.join(cond.failures())}")

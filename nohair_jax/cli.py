@@ -94,6 +94,9 @@ def _add_model_args(p: argparse.ArgumentParser, *, title: str, position: str) ->
     g.add_argument("--position", choices=POSITION_KINDS, default=position, help=f"position encoding (default {position})")
     g.add_argument("--logit-bias", type=float, default=None, metavar="GAMMA",
                    help="add the dilution-cancelling prompt logit bias with strength GAMMA (docs/definitions.md)")
+    g.add_argument("--sliding-window", type=_positive_int, default=None, metavar="W",
+                   help="attend only to the last W positions, Mistral-style (docs/contrasts.md)")
+    g.add_argument("--qk-norm", action="store_true", help="RMS-normalise every head's queries and keys (docs/contrasts.md)")
     g.add_argument("--seed", type=_int32, default=0, help="parameter initialisation seed (default 0)")
 
 
@@ -129,7 +132,7 @@ def _model_config(args, total_len: int, prompt_len: int | None = None) -> Transf
     return _fits_in_memory(TransformerConfig(
         d_model=args.d_model, n_heads=args.heads, n_kv_heads=args.kv_heads, n_layers=args.depth, mlp=args.mlp,
         norm=args.norm, norm_placement=args.norm_placement, position=args.position, max_len=total_len,
-        prompt_logit_bias=bias,
+        prompt_logit_bias=bias, sliding_window=args.sliding_window, qk_norm=args.qk_norm,
     ))
 
 

@@ -16,7 +16,7 @@ from nohair_jax.checks import check_int
 MLP_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 NORM_PLACEMENTS = ("pre", "post")
-POSITION_KINDS = ("learned", "sinusoidal", "rope", "none")
+POSITION_KINDS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ROPE_SCALING_KINDS = ("linear", "llama3")
 
 
@@ -76,6 +76,9 @@ class TransformerConfig:
 
     GPT-2: ``mlp="gelu_tanh", norm="layernorm", position="learned", bias=True, tied_embeddings=True``.
     Llama: ``mlp="swiglu", norm="rmsnorm", position="rope", bias=False, n_kv_heads < n_heads``.
+    The architecture contrasts (docs/contrasts.md): ``norm_placement="post"``, ``position="alibi"``
+    (Press et al.'s linear recency bias ``-m_h (i - j)`` on the logits, slopes
+    ``attention.alibi_slopes``), ``sliding_window``, ``qk_norm``, ``prompt_logit_bias``.
     """
 
     vocab_size: int = 256
@@ -99,11 +102,14 @@ class TransformerConfig:
     dtype: str = "float32"  # parameter dtype; the forward computes in the parameters' dtype
     init_std: float = 0.02
     prompt_logit_bias: PromptLogitBias | None = None
+    # Mistral's sliding window: a query at i reads the keys j with i - window < j <= i; None: all j <= i.
+    sliding_window: int | None = None
+    qk_norm: bool = False  # RMSNorm (eps norm_eps, a gain per feature) on every head's q and k, before RoPE
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_layers", "d_mlp", "max_len"):
+        for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_layers", "d_mlp", "max_len", "sliding_window"):
             value = getattr(self, name)
-            if value is None and name in ("n_kv_heads", "d_mlp"):
+            if value is None and name in ("n_kv_heads", "d_mlp", "sliding_window"):
                 continue
             object.__setattr__(self, name, check_int(f"TransformerConfig.{name}", value))
         for name in ("norm_eps", "rope_theta", "init_std"):
@@ -125,6 +131,8 @@ class TransformerConfig:
             raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.kv_heads}")
         if self.position == "rope" and self.head_dim % 2:
             raise ValueError(f"rope needs an even head dimension, got {self.head_dim}")
+        if not isinstance(self.qk_norm, bool):
+            raise ValueError(f"TransformerConfig.qk_norm must be True or False, got {self.qk_norm!r}")
         if isinstance(self.prompt_logit_bias, dict):  # from JSON
             object.__setattr__(self, "prompt_logit_bias", PromptLogitBias(**self.prompt_logit_bias))
         if isinstance(self.rope_scaling, dict):  # from JSON
@@ -152,7 +160,7 @@ class TransformerConfig:
         """The model's parameter count, from the config alone (before any array is made)."""
         d, hd, bias, qkv_bias = self.d_model, self.head_dim, self.bias, self.bias if self.qkv_bias is None else self.qkv_bias
         norm = d * (1 + (bias and self.norm == "layernorm"))
-        attn = (d + qkv_bias) * (self.n_heads + 2 * self.kv_heads) * hd + (self.n_heads * hd + bias) * d
+        attn = (d + qkv_bias) * (self.n_heads + 2 * self.kv_heads) * hd + (self.n_heads * hd + bias) * d + 2 * hd * self.qk_norm
         mlp = (1 + (self.mlp == "swiglu")) * (d + bias) * self.mlp_width + (self.mlp_width + bias) * d
         tables = (self.vocab_size + self.max_len * (self.position == "learned")) * d
         return (self.n_layers * (attn + mlp + 2 * norm) + tables + norm * self.final_norm

@@ -11,7 +11,8 @@ function of (parameters, tokens) and jits as one program.
 Parameter layout (what checkpoint import and independent re-implementations rely on):
 ``embed.embedding [V, D]``, ``pos_embed.embedding [max_len, D]`` (learned positions only),
 ``blocks[l].{attn_norm, mlp_norm}.{scale, bias}``, ``blocks[l].attn.{q, k, v, o}.{kernel, bias}``
-with kernels stored (in, out), ``blocks[l].mlp.{up, gate, down}.{kernel, bias}`` (``gate`` for
+with kernels stored (in, out), ``blocks[l].attn.{q_norm, k_norm}.scale [head_dim]`` (QK-norm only),
+``blocks[l].mlp.{up, gate, down}.{kernel, bias}`` (``gate`` for
 swiglu only), ``final_norm.{scale, bias}``, ``lm_head.kernel [D, V]`` (untied only).
 """
 
@@ -24,7 +25,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nohair_jax.attention import DEFAULT_BLOCK, blockwise_attention, plain_attention, position_dtype, use_blockwise
+from nohair_jax.attention import (
+    DEFAULT_BLOCK, blockwise_attention, logit_terms, plain_attention, position_dtype, use_blockwise,
+)
 from nohair_jax.config import (  # noqa: F401  re-exported: the config is read as nohair_jax.model.TransformerConfig too
     MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, ROPE_SCALING_KINDS, PromptLogitBias, RopeScaling,
     TransformerConfig, default_config,
@@ -35,8 +38,9 @@ class Diagnostics(NamedTuple):
 
     norm_scale:       [n_norms, B, T] the standard deviation (layernorm) or root mean square
                       (rmsnorm) of each norm's input, eps excluded; its minimum is ``sigma_min``.
-    max_abs_logit:    [L, B] the largest |q.k / sqrt(head_dim)| over heads and causal (query, key)
-                      pairs, before the prompt logit bias; its maximum is ``B`` of the bound.
+    max_abs_logit:    [L, B] the largest |q.k / sqrt(head_dim)| over heads and the (query, key)
+                      pairs attention reads (causal, in the window if any), before what positions
+                      add (``attention.LogitTerms``); its maximum is ``B`` of the bound.
     prompt_attention: [L, B, H, T] attention weight each query puts on the first ``prompt_len``
                       keys, or None when no prompt length was given.
     """
@@ -59,12 +63,14 @@ class ForwardOutput(NamedTuple):
 
 
 class Norm(nnx.Module):
-    """LayerNorm or RMSNorm over the last axis that also returns its input's scale."""
+    """LayerNorm or RMSNorm over the last axis that also returns its input's scale: the config's
+    norm over d_model, or ``kind`` over ``width`` features (QK-norm: rmsnorm over head_dim)."""
 
-    def __init__(self, cfg: TransformerConfig):
-        self.kind, self.eps = cfg.norm, cfg.norm_eps
-        self.scale = nnx.Param(jnp.ones(cfg.d_model, cfg.dtype))
-        self.bias = nnx.Param(jnp.zeros(cfg.d_model, cfg.dtype)) if cfg.bias and cfg.norm == "layernorm" else None
+    def __init__(self, cfg: TransformerConfig, *, width: int | None = None, kind: str | None = None):
+        self.kind, self.eps = kind or cfg.norm, cfg.norm_eps
+        width = width or cfg.d_model
+        self.scale = nnx.Param(jnp.ones(width, cfg.dtype))
+        self.bias = nnx.Param(jnp.zeros(width, cfg.dtype)) if cfg.bias and self.kind == "layernorm" else None
 
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         """x [..., D] -> (normalised x [..., D], input scale [...])."""
@@ -161,6 +167,9 @@ class Attention(nnx.Module):
         self.k = nnx.Linear(d, cfg.kv_heads * hd, use_bias=qkv_bias, kernel_init=init, **linear)
         self.v = nnx.Linear(d, cfg.kv_heads * hd, use_bias=qkv_bias, kernel_init=init, **linear)
         self.o = nnx.Linear(cfg.n_heads * hd, d, use_bias=cfg.bias, kernel_init=out_init, **linear)
+        # QK-norm: |q.k| / sqrt(hd) <= sqrt(hd) max|g_q| max|g_k| whatever the input (a bound by construction).
+        self.q_norm = Norm(cfg, width=hd, kind="rmsnorm") if cfg.qk_norm else None
+        self.k_norm = Norm(cfg, width=hd, kind="rmsnorm") if cfg.qk_norm else None
 
     def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv: jax.Array | None = None):
         """x [B, T, D] -> (output [B, T, D], (max |logit| [B], prompt attention [B, H, T] or None) or None).
@@ -173,17 +182,20 @@ class Attention(nnx.Module):
         q = self.q(x).reshape(b, t, cfg.n_heads, cfg.head_dim)
         k = self.k(kv).reshape(b, t, cfg.kv_heads, cfg.head_dim)
         v = self.v(kv).reshape(b, t, cfg.kv_heads, cfg.head_dim)
+        if cfg.qk_norm:
+            q, k = self.q_norm(q)[0], self.k_norm(k)[0]
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
 
-        stats = None
+        stats, terms = None, logit_terms(cfg)
         if use_blockwise(self.implementation, t, diagnostics):
-            out = blockwise_attention(q, k, v, cfg.prompt_logit_bias, block=self.block_size)
+            out = blockwise_attention(q, k, v, terms, block=self.block_size)
         else:
-            out, logits, weights = plain_attention(q, k, v, cfg.prompt_logit_bias)
+            out, logits, weights = plain_attention(q, k, v, terms)
             if diagnostics:
-                causal = jnp.tril(jnp.ones((t, t), bool))
-                max_abs = jnp.max(jnp.where(causal, jnp.abs(logits), 0.0), axis=(1, 2, 3))
+                distance = jnp.arange(t)[:, None] - jnp.arange(t)[None, :]
+                read = (distance >= 0) & (distance < (cfg.sliding_window or t))
+                max_abs = jnp.max(jnp.where(read, jnp.abs(logits), 0.0), axis=(1, 2, 3))
                 to_prompt = None if prompt_len is None else weights[..., :prompt_len].sum(-1)
                 stats = (max_abs, to_prompt)
         return self.o(out.reshape(b, t, cfg.n_heads * cfg.head_dim)), stats

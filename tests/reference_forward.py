@@ -136,6 +136,22 @@ def ref_rope(x, theta):
     return x * np.cos(angles) + rotate_half * np.sin(angles)
 
 
+def ref_alibi_slopes(n):
+    """Press et al.'s slopes, as their code writes them: start = 2^(-2^-(log2 n - 3)), slope h =
+    start^h for a power of two n; else the closest power of two's, then every other one of twice it."""
+    def power_of_2(m):
+        start = 2 ** (-(2 ** -(math.log2(m) - 3)))
+        return [start * start**i for i in range(m)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + ref_alibi_slopes(2 * closest)[0::2][: n - closest]
+
+
+def ref_rms(x, gain, eps):
+    return x / np.sqrt((x**2).mean(-1, keepdims=True) + eps) * gain
+
+
 def ref_attention(cfg, p, name, x, prompt_len):
     """x [B, T, D] -> (out [B, T, D], max |logit| [B], prompt attention [B, H, T] or None)."""
     batch, length, _ = x.shape
@@ -150,10 +166,15 @@ def ref_attention(cfg, p, name, x, prompt_len):
     max_abs = np.zeros(batch)
     to_prompt = np.zeros((batch, n_heads, length))
     causal = np.tril(np.ones((length, length), bool))
+    if cfg.sliding_window is not None:  # query i reads keys i - window < j <= i
+        causal &= ~np.tril(np.ones((length, length), bool), -cfg.sliding_window)
     for b in range(batch):
         for h in range(n_heads):
             kv = h // group
             qh, kh, vh = q[b, :, h], k[b, :, kv], v[b, :, kv]
+            if cfg.qk_norm:
+                qh = ref_rms(qh, p(f"{name}.q_norm.scale"), cfg.norm_eps)
+                kh = ref_rms(kh, p(f"{name}.k_norm.scale"), cfg.norm_eps)
             if cfg.position == "rope":
                 qh, kh = ref_rope(qh, cfg.rope_theta), ref_rope(kh, cfg.rope_theta)
             scores = qh @ kh.T / math.sqrt(hd)
@@ -165,6 +186,9 @@ def ref_attention(cfg, p, name, x, prompt_len):
                     i = qi + 1  # 1-based query position
                     if i > bias.prompt_len:
                         scores[qi, : bias.prompt_len] += bias.gamma * math.log(i / bias.prompt_len)
+            if cfg.position == "alibi":
+                rows, cols = np.indices((length, length))
+                scores = scores - ref_alibi_slopes(n_heads)[h] * (rows - cols)
             scores = np.where(causal, scores, -np.inf)
             scores = scores - scores.max(-1, keepdims=True)
             weights = np.exp(scores)

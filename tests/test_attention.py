@@ -9,7 +9,9 @@ import pytest
 from flax import nnx
 
 import nohair_jax as nh
-from nohair_jax.attention import BLOCKWISE_FROM, blockwise_attention, plain_attention, use_blockwise
+from nohair_jax.attention import (
+    BLOCKWISE_FROM, LogitTerms, alibi_slopes, blockwise_attention, plain_attention, use_blockwise,
+)
 from nohair_jax.model import PromptLogitBias, TransformerConfig
 from reference_forward import Params, build, random_params, random_tokens, ref_forward
 
@@ -21,8 +23,11 @@ def full_precision():
         yield
 
 
-def ref_attention(q, k, v, bias):
-    """Numpy float64, one (batch, head) at a time: q [B, T, H, hd], k, v [B, T, Hkv, hd] -> [B, T, H, hd]."""
+def ref_attention(q, k, v, terms):
+    """Numpy float64, one (batch, head) at a time: q [B, T, H, hd], k, v [B, T, Hkv, hd] -> [B, T, H, hd];
+    ``terms`` a ``LogitTerms`` or None, applied entry by entry."""
+    terms = terms or LogitTerms()
+    bias = terms.prompt_bias
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     batch, length, heads, hd = q.shape
     group = heads // k.shape[2]
@@ -33,6 +38,12 @@ def ref_attention(q, k, v, bias):
             if bias is not None:
                 for i in range(bias.prompt_len + 1, length + 1):  # 1-based queries after the prompt
                     scores[i - 1, : bias.prompt_len] += bias.gamma * math.log(i / bias.prompt_len)
+            for i in range(length):
+                for j in range(i + 1):
+                    if terms.alibi is not None:
+                        scores[i, j] -= terms.alibi[h] * (i - j)
+                    if terms.window is not None and i - j >= terms.window:
+                        scores[i, j] = -np.inf
             scores[np.triu_indices(length, 1)] = -np.inf
             weights = np.exp(scores - scores.max(-1, keepdims=True))
             out[b, :, h] = weights / weights.sum(-1, keepdims=True) @ v[b, :, h // group]
@@ -49,9 +60,13 @@ def random_qkv(seed, batch, length, heads, kv_heads, hd, scale=1.5):
 @pytest.mark.parametrize(
     "batch, length, heads, kv_heads, hd, block, bias",
     [
-        (1, 1, 1, 1, 4, 512, PromptLogitBias(prompt_len=1)),  # one position, block larger than T
+        (1, 1, 1, 1, 4, 512, LogitTerms(PromptLogitBias(prompt_len=1))),  # one position, block larger than T
         (2, 37, 4, 4, 8, 8, None),  # T not a multiple of the block
-        (2, 203, 6, 2, 16, 32, PromptLogitBias(prompt_len=40, gamma=1.3)),  # grouped-query, prompt spans blocks
+        (2, 203, 6, 2, 16, 32, LogitTerms(PromptLogitBias(prompt_len=40, gamma=1.3))),  # grouped-query, prompt spans blocks
+        # ALiBi on grouped heads (each folded row its own head's slope), a window of 19 across blocks
+        # of 16 (tiles whole inside, cut by and wholly outside the window), with the prompt bias.
+        (1, 90, 6, 3, 8, 16, LogitTerms(PromptLogitBias(prompt_len=5), tuple(alibi_slopes(6)), 19)),
+        (2, 41, 2, 1, 8, 8, LogitTerms(window=1)),  # each query reads only itself: out = v
     ],
 )
 def test_blockwise_and_plain_match_float64_reference(batch, length, heads, kv_heads, hd, block, bias):
@@ -70,7 +85,7 @@ def test_blockwise_schedules_agree(lanes, batch):
     """Loops and vectorised row pairs (the CPU and accelerator schedules) are one computation;
     T = 150 in blocks of 15 is 5 row pairs: (2, 2) leaves remainders in both the lanes and a batch."""
     q, k, v = random_qkv(3, 1, 150, 4, 2, 8)
-    bias = PromptLogitBias(prompt_len=7)
+    bias = LogitTerms(PromptLogitBias(prompt_len=7), tuple(alibi_slopes(4)), 40)
     want = ref_attention(q, k, v, bias)
     got = jax.jit(lambda q, k, v: blockwise_attention(q, k, v, bias, block=15, lanes=lanes, batch=batch))(q, k, v)
     np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=2e-5 * np.abs(want).max())
@@ -79,7 +94,7 @@ def test_blockwise_schedules_agree(lanes, batch):
 def test_blockwise_gradient_matches_plain():
     """Static trip counts (lax.scan, no while loop): the blockwise path can be differentiated."""
     q, k, v = random_qkv(4, 1, 30, 2, 1, 8)
-    bias = PromptLogitBias(prompt_len=3)
+    bias = LogitTerms(PromptLogitBias(prompt_len=3), (0.5, 0.25), 11)
 
     def loss(fn):
         return lambda q, k, v: jnp.sum(jnp.sin(fn(q, k, v)))
@@ -164,3 +179,63 @@ def test_memory_linear_in_length():
     assert blockwise[1] / blockwise[0] < 2.5
     assert plain[1] / plain[0] > 3.5
     assert blockwise[1] < plain[1] / 10  # at T = 4096 vs 2048 already
+
+
+# --- the architecture contrasts' options (docs/contrasts.md) ----------------------------------
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 6, 8, 9, 12, 16, 24])
+def test_alibi_slopes_are_blooms(n_heads):
+    """The slopes against transformers' BLOOM (``build_alibi_tensor``, slope times key position),
+    powers of two (a geometric sequence from 2^(-8/n)) and not (interleaved with 2n's)."""
+    torch = pytest.importorskip("torch")
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    theirs = build_alibi_tensor(torch.ones(1, 2), n_heads, torch.float64)[:, 0, 1].numpy()
+    np.testing.assert_allclose(alibi_slopes(n_heads), theirs, rtol=1e-6, atol=0)  # BLOOM raises a float32 base to powers
+    exact = {8: 0.5 ** np.arange(1, 9), 6: 0.5 ** np.array([2, 4, 6, 8, 1, 3]), 9: [*0.5 ** np.arange(1, 9), 0.5 ** 0.5]}
+    if n_heads in exact:
+        np.testing.assert_allclose(alibi_slopes(n_heads), exact[n_heads], rtol=1e-15, atol=0)
+
+
+def _large_weights(model, scale):
+    """Every kernel multiplied by ``scale``: logits far beyond those of an initialised model."""
+    state = nnx.state(model, nnx.Param)
+    nnx.update(model, jax.tree.map(lambda x: x * scale if x.ndim == 2 else x, state))
+    return model
+
+
+def test_qk_norm_bounds_every_logit_by_construction():
+    """With QK-norm ``|q.k| / sqrt(hd) <= sqrt(hd) max|g_q| max|g_k|`` whatever the weights; the same
+    weights without it exceed that bound by far."""
+    kw = dict(vocab_size=31, d_model=32, n_heads=2, n_layers=2, position="rope", max_len=64)
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 31, (2, 40)))
+    normed = _large_weights(nh.Transformer(TransformerConfig(**kw, qk_norm=True), rngs=nnx.Rngs(0)), 40.0)
+    for blk, gain in zip(normed.blocks, (1.5, 0.7)):
+        blk.attn.q_norm.scale[...] = gain * jnp.linspace(0.5, 1.0, 16)
+        blk.attn.k_norm.scale[...] = -gain * jnp.linspace(1.0, 0.2, 16)
+    plain = _large_weights(nh.Transformer(TransformerConfig(**kw), rngs=nnx.Rngs(0)), 40.0)
+    bound = np.array([math.sqrt(16) * np.abs(np.asarray(b.attn.q_norm.scale[...])).max()
+                      * np.abs(np.asarray(b.attn.k_norm.scale[...])).max() for b in normed.blocks])
+    got = np.asarray(normed(tokens, diagnostics=True).diagnostics.max_abs_logit).max(axis=1)
+    assert (got <= bound).all() and (got > 0.3 * bound).all(), (got, bound)
+    assert (np.asarray(plain(tokens, diagnostics=True).diagnostics.max_abs_logit).max(axis=1) > 10 * bound).all()
+
+
+@pytest.mark.parametrize("implementation", ["plain", "blockwise"])
+def test_window_reads_the_prompt_only_within_each_layers_reach(implementation):
+    """With a window W a layer-l state at t depends on positions back to t - l (W - 1): the offset is
+    exactly 0 for t > l (W - 1) (the prompt is out of reach, directly and through relay) and not
+    before. Both attention paths, the blockwise one in blocks that the window cuts."""
+    window, prompt_len, length = 5, 3, 24
+    cfg = TransformerConfig(vocab_size=31, d_model=16, n_heads=2, n_layers=3, position="alibi",
+                            sliding_window=window, max_len=64)
+    model = nh.Transformer(cfg, rngs=nnx.Rngs(2))
+    model.set_attributes(implementation=implementation, block_size=8)
+    a, _, c = nh.random_prompt_pairs(1, 3, prompt_len, length, 31)
+    l2 = nh.prompt_pair_offsets(model, a, (a + 1) % 31, c).l2  # the prompts differ at every position
+    t = np.arange(1, length + 1)
+    for layer in range(1, cfg.n_layers + 1):
+        reach = layer * (window - 1)
+        assert (l2[:, layer, t > reach] == 0).all(), layer
+        assert (l2[:, layer, t <= reach] > 0).all(), layer

@@ -108,11 +108,22 @@ def test_failing_conditions_are_reported(tmp_path):
     # Below the floor the bound is still valid, only huge: it is computed, not refused.
     assert np.isfinite(bound.explicit_bounds(cond, 16)["recursion"]).all()
 
-    for change, reason in ((dict(norm_placement="post"), "not pre-LN"), (dict(prompt_logit_bias=True), "prompt logit bias")):
+    assert cond.not_derived() == []
+    for change, reason, breaks_a_condition in (
+        (dict(norm_placement="post"), "not pre-LN", True), (dict(prompt_logit_bias=True), "prompt logit bias", True),
+        (dict(alibi=True), "ALiBi", True), (dict(sliding_window=8), "sliding window of 8", True),
+        (dict(qk_norm=True), "QK-norm", False),  # bounded logits hold; only the constants are not derived
+    ):
         failing = dataclasses.replace(cond, **change)
-        assert any(r.startswith(reason) for r in failing.failures())
+        assert any(r.startswith(reason) for r in failing.failures()) == breaks_a_condition
         with pytest.raises(bound.BoundNotApplicable, match=reason):
             bound.explicit_bounds(failing, 16)
+
+    # What the model has is read from its config; a window as long as the sequences changes nothing.
+    for change, fields in ((dict(position="alibi", sliding_window=4), dict(alibi=True, sliding_window=4)),
+                           (dict(sliding_window=20, qk_norm=True), dict(sliding_window=None, qk_norm=True))):
+        measured = bound.measure_conditions(_model(**change), *pairs)
+        assert {k: getattr(measured, k) for k in fields} == fields
 
     # A post-LN model end to end: the conditions say why, the files are written, the bound is refused.
     summary = bound.check_bound(_model(norm_placement="post"), pairs, tmp_path, n_boot=20, progress=False)

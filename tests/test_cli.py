@@ -174,3 +174,15 @@ def test_every_public_name_resolves():
     assert not missing
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         nh.not_a_name
+
+
+def test_offsets_command_builds_the_architecture_contrasts(tmp_path):
+    """--position alibi --sliding-window W --qk-norm reach the model: the saved config holds them, and a
+    one-layer model's offsets are exactly 0 from t = W on (the prompt is out of the window)."""
+    out = tmp_path / "run"
+    assert main(["offsets", *TINY, "--depth", "1", "--position", "alibi", "--sliding-window", "6", "--qk-norm",
+                 "--out", str(out)]) == 0
+    model = json.loads((out / "fit.json").read_text())["model"]
+    assert (model["position"], model["sliding_window"], model["qk_norm"]) == ("alibi", 6, True)
+    with np.load(out / "offsets.npz") as data:
+        assert (data["l2"][:, 1, 5:] == 0).all() and (data["l2"][:, 1, :5] > 0).all()

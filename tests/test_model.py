@@ -129,6 +129,22 @@ CASES = {
         ),
         2, 11, 4,
     ),
+    # The architecture contrasts (docs/contrasts.md): ALiBi on 6 heads (not a power of two: the
+    # interleaved slopes), a window shorter than the sequence, QK-norm with RoPE and grouped heads.
+    "alibi_window": (
+        TransformerConfig(
+            vocab_size=13, d_model=24, n_heads=6, n_layers=2, mlp="gelu", norm="layernorm",
+            position="alibi", sliding_window=4, bias=True,
+        ),
+        2, 11, 3,
+    ),
+    "qk_norm_rope_gqa": (
+        TransformerConfig(
+            vocab_size=11, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=24, mlp="swiglu",
+            norm="rmsnorm", position="rope", bias=False, qk_norm=True, sliding_window=5,
+        ),
+        2, 9, 2,
+    ),
 }
 
 
@@ -393,7 +409,10 @@ def _cfg(**kw):
         (dict(mlp="geglu"), r"geglu"),
         (dict(norm="batchnorm"), r"batchnorm"),
         (dict(norm_placement="sandwich"), r"sandwich"),
-        (dict(position="alibi"), r"alibi"),
+        (dict(position="xpos"), r"xpos"),
+        (dict(sliding_window=0), r"sliding_window.*\b0\b"),
+        (dict(sliding_window=2.5), r"sliding_window.*2\.5"),
+        (dict(qk_norm=1), r"qk_norm.*\b1\b"),
         (dict(dtype="int8"), r"int8"),
         (dict(n_heads=4, n_kv_heads=3), r"n_kv_heads=3\b"),
         (dict(d_model=20, n_heads=4, position="rope"), r"\b5\b"),  # head dim 5
