@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, fit_power_law
+from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit, alphas, fit_from_dict, fit_power_law
 
 NOT_MEASURED = "not measured at this scale"
 VERDICTS = ("agree", "disagree", NOT_MEASURED)
@@ -528,6 +528,63 @@ def _threshold(s):
     return _judged(text, None, ok and random_ok, **evidence)
 
 
+# ---------------------------------------------------------------- the architecture contrasts (the project's own)
+
+OWN = "the project's own finding (no paper value)"
+
+
+def _contrast_window(s):
+    """Every window variant's offsets exactly 0 beyond each layer's reach l (W - 1), at init and trained."""
+    reaches = [(name, when, r) for name, v in s["architecture_contrasts"]["variants"].items() if "window_reach" in v
+               for when, layers in v["window_reach"].items() for r in layers]
+    if not reaches:
+        return _unmeasured("no window variant ran")
+    leaks = [f"{name} {when} layer {r['layer']}: offset > 0 at t = {r['last_nonzero']}, reach {r['reach']}"
+             for name, when, r in reaches if not r["zero_beyond"]]
+    text = (f"{len(reaches) - len(leaks)} of {len(reaches)} (variant, init or trained, layer) exactly 0 beyond the "
+            f"reach l (W - 1); last nonzero t per layer: {[r['last_nonzero'] for _, _, r in reaches]}")
+    return _judged(text + (f"; {leaks[0]}" if leaks else ""), None, not leaks, leaks=leaks,
+                   reach=[r["reach"] for _, _, r in reaches], last_nonzero=[r["last_nonzero"] for _, _, r in reaches])
+
+
+def _minus_baseline(s, name: str) -> dict[str, AlphaDifference | FitRefused]:
+    return {when: fit_from_dict(d) for when, d in s["architecture_contrasts"]["variants"][name]["minus_baseline"].items()}
+
+
+def _with_interval(diffs) -> bool:
+    return all(isinstance(d, AlphaDifference) and d.ci is not None for d in diffs)
+
+
+def _contrast_alibi(s):
+    if "ALiBi" not in s["architecture_contrasts"]["variants"]:
+        return _unmeasured("the ALiBi variant did not run")
+    diffs = _minus_baseline(s, "ALiBi")
+    if not _with_interval(diffs.values()):
+        return _unmeasured("a difference could not be fitted with an interval",
+                           refused=[d.reason for d in diffs.values() if isinstance(d, FitRefused)])
+    text = "; ".join(f"{when} {d.difference:+.2f} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}] on t in {list(d.t_range)}"
+                     for when, d in diffs.items())
+    return _judged("last layer, alpha(ALiBi) - alpha(RoPE): " + text, [round(v, 3) for v in diffs["init"].ci],
+                   all(d.ci[0] > 0 for d in diffs.values()), **{when: d.to_dict() for when, d in diffs.items()})
+
+
+def _contrast_bias(s):
+    names = [n for n in s["architecture_contrasts"]["variants"] if n.startswith("logit bias ")]
+    if len(names) < 2:
+        return _unmeasured(f"{len(names)} logit-bias strength(s) ran; the criterion needs two or more")
+    gammas = [float(n.removeprefix("logit bias ")) for n in names]
+    diffs = [_minus_baseline(s, n)["init"] for n in names]
+    if not _with_interval(diffs):
+        return _unmeasured("a difference could not be fitted with an interval")
+    order = np.argsort(gammas)
+    points = [diffs[k].difference for k in order]
+    text = "last layer at init, alpha(bias) - alpha(none): " + "; ".join(
+        f"gamma {gammas[k]:g} {diffs[k].difference:+.2f} [{diffs[k].ci[0]:+.2f}, {diffs[k].ci[1]:+.2f}]" for k in order)
+    ok = all(d.ci[1] < 0 for d in diffs) and all(b < a for a, b in zip(points, points[1:]))
+    return _judged(text, [round(v, 3) for v in diffs[order[-1]].ci], ok, gammas=[gammas[k] for k in order],
+                   difference=points, intervals=[list(diffs[k].ci) for k in order])
+
+
 _WINDOW = "alpha fitted on t in [32, T] (ended early where the float32 noise floor, measured against float64, is near)"
 _RANGE = ("Agree if the 95 % bootstrap interval of the last layer's alpha over pairs overlaps the paper's range, "
           "disagree if it lies entirely outside it; not measured if the last layer cannot be fitted")
@@ -672,6 +729,23 @@ CLAIMS = (
           "consensus at some r <= 1 and no draw, random or adversarial, misses eps at r = 2 / eps or above; disagree "
           "otherwise (a threshold below ||V||, or a failure where eps is guaranteed); not measured if those gains were "
           "not searched.", _threshold),
+    Claim("contrast_window_reach", "(This project) Beyond a sliding window W the prompt reaches a layer-l state only "
+          "through relay, from at most l (W - 1) positions back", OWN, ("architecture_contrasts",),
+          "Every layer l of every window variant, at init (every seed) and after training: the offset is exactly 0, bit "
+          "for bit, at every t > l (W - 1). Agree if so; disagree if any offset beyond the reach is above 0.",
+          _contrast_window),
+    Claim("contrast_alibi_faster", "(This project) ALiBi shortens the prompt's influence against RoPE (the prompt's "
+          "share of attention falls exponentially with distance instead of diluting as 1/t)", OWN,
+          ("architecture_contrasts",),
+          "The last layer's alpha of ALiBi minus that of the same architecture with RoPE, on a common window above both "
+          "noise floors, at init (interval over seeds, then pairs) and after the same training (over pairs). Agree if "
+          "both intervals lie above 0; disagree otherwise; not measured if either difference is refused.",
+          _contrast_alibi),
+    Claim("contrast_bias_slows", "(This project) The dilution-cancelling logit bias slows forgetting at every "
+          "strength gamma, the more the larger gamma", OWN, ("architecture_contrasts",),
+          "At init, the last layer's alpha with the bias at each gamma minus that without, on a common window (interval "
+          "over seeds, then pairs). Agree if every interval lies below 0 and the differences fall as gamma grows; "
+          "disagree otherwise; not measured with fewer than two strengths.", _contrast_bias),
 )
 
 

@@ -138,8 +138,9 @@ class FitRefused:
         return {"error": self.reason}
 
 
-def fit_from_dict(saved: dict) -> PowerLawFit | FitRefused:
-    """The fit a ``to_dict()`` of ``PowerLawFit`` or ``FitRefused`` was made from (read back from JSON).
+def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | FitRefused:
+    """The result a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference`` or ``FitRefused`` was made
+    from (read back from JSON).
 
     Files written before a missing interval was None hold ``[null, null]``: read as None too, so
     that results of earlier runs (reused by ``nohair reproduce``) are judged alike."""
@@ -147,6 +148,8 @@ def fit_from_dict(saved: dict) -> PowerLawFit | FitRefused:
         return FitRefused(saved["error"])
     ci = saved["ci"]
     ci = None if ci is None or None in ci else tuple(ci)
+    if "difference" in saved:
+        return AlphaDifference(**{**saved, "ci": ci, "t_range": tuple(saved["t_range"])})
     return PowerLawFit(**{**saved, "ci": ci, "t_range": tuple(saved["t_range"])})
 
 

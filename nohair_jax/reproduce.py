@@ -81,6 +81,10 @@ PARTS = (
     Part("transformer_dynamics", "Token dynamics in the project's transformers", "summary.json",
          ("transformer_dynamics.png",),
          "The same consensus measures on the hidden states across depth, trained and untrained, and a gain analogue."),
+    Part("architecture_contrasts", "Architecture contrasts (the project's own comparison)", "summary.json",
+         ("contrasts.png",),
+         "One architecture changed one choice at a time (post-LN, no positions, ALiBi, a sliding window, QK-norm, the "
+         "logit bias at several gamma), at init over seeds and after the same short training, on the same pairs."),
 )
 PART_NAMES = tuple(p.name for p in PARTS)
 
@@ -110,6 +114,7 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
             grid=dict(gains=(0.5, 1, 2, 5, 10, 20), shapes=((16, 3), (16, 8)), betas=(0.1, 1, 10), draws=16, steps=500,
                       dt=0.04))),
         "transformer_dynamics": ("quick", dict(train_steps=150)),
+        "architecture_contrasts": ("quick", {}),
     },
     "full": {name: ("full", {}) for name in PART_NAMES},
 }

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nohair_jax.claims import CLAIMS, NOT_MEASURED, judge_claims
-from nohair_jax.fit import FitRefused, PowerLawFit
+from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit
 
 
 def fit(alpha, half_width=0.05, r2=0.99, window=(32, 1024)):
@@ -133,6 +133,23 @@ def biased(no_bias, bias, differences, steps=(0, 10, 150, 300)):
 EQUAL, BELOW = (-0.1, 0.1), (-0.8, -0.4)
 
 
+def contrasts(alibi=(0.2, 0.1), gammas=(), window_leak=False):
+    """An architecture_contrasts summary: ALiBi's and each bias strength's last-layer alpha minus the
+    baseline's (``AlphaDifference.to_dict``, half-width 0.05; None: refused), a window variant's reach."""
+    def diff(value):
+        if value is None:
+            return FitRefused("below the noise floor").to_dict()
+        return AlphaDifference(difference=value, ci=(value - 0.05, value + 0.05), alpha_a=0.5 + value, alpha_b=0.5,
+                               t_range=(32, 1024), confidence=0.95).to_dict()
+    reach = [dict(layer=1, reach=7, zero_beyond=True, last_nonzero=7),
+             dict(layer=2, reach=14, zero_beyond=not window_leak, last_nonzero=30 if window_leak else 14)]
+    variants = {"pre-LN, RoPE": {}, "ALiBi": dict(minus_baseline=dict(init=diff(alibi[0]), trained=diff(alibi[1]))),
+                "window 8": dict(window_reach=dict(init=reach, trained=reach))}
+    for gamma, value in gammas:
+        variants[f"logit bias {gamma:g}"] = dict(minus_baseline=dict(init=diff(value), trained=diff(None)))
+    return {"architecture_contrasts": dict(variants=variants)}
+
+
 CASES = {
     "llm_trained_alpha": {"agree": real_model([0.9, 0.62], [0.3, 0.3]), "disagree": real_model([0.9, 0.9], [0.3, 0.3]),
                           NOT_MEASURED: real_model([0.6, FitRefused("floor").to_dict()], [0.3, 0.3])},
@@ -188,6 +205,12 @@ CASES = {
     "ff_clusters": {"agree": consensus(1.0, clusters=2), "disagree": consensus(0.5, clusters=2)},
     "ff_multihead": {"agree": consensus(1.0, heads=4), "disagree": consensus(0.9, heads=4)},
     # The adversary defeats consensus at 1 ||V|| and below, never at 2 / eps = 20: where the theory puts it.
+    "contrast_window_reach": {"agree": contrasts(), "disagree": contrasts(window_leak=True)},
+    "contrast_alibi_faster": {"agree": contrasts(), "disagree": contrasts(alibi=(0.2, 0.02)),  # trained straddles 0
+                              NOT_MEASURED: contrasts(alibi=(0.2, None))},
+    "contrast_bias_slows": {"agree": contrasts(gammas=((0.5, -0.2), (1, -0.4), (2, -0.6))),
+                            "disagree": contrasts(gammas=((0.5, -0.2), (1, -0.4), (2, -0.3))),  # not monotone
+                            NOT_MEASURED: contrasts(gammas=((1, -0.4),))},
     "ff_threshold": {"agree": control_threshold(DEFEATED_AT_1),
                      "disagree": control_threshold({0.5: 1.0, 1.0: 1.0, 2.0: 1.0, 20.0: 1.0}),  # no threshold at ||V||
                      NOT_MEASURED: control_threshold({2.0: 1.0, 20.0: 1.0})},

@@ -9,6 +9,7 @@ import pytest
 
 from nohair_jax.fit import (
     FitRefused,
+    alpha_difference,
     NoiseFloorError,
     PowerLawFit,
     alpha_table,
@@ -138,6 +139,9 @@ def test_to_dict_is_strict_json_and_reads_back_as_the_same_fit():
     assert fit_from_dict(older) == fit_power_law(t_int, t_int**-0.5)
     refused = FitRefused("below the floor")
     assert fit_from_dict(json.loads(json.dumps(refused.to_dict()))) == refused and refused.brief() == "no fit"
+    for n_boot in (0, 20):  # a difference, with and without its interval
+        diff = alpha_difference(t, d, 2 * d, t_min=8, n_boot=n_boot)
+        assert fit_from_dict(json.loads(json.dumps(diff.to_dict()))) == diff
 
 
 def test_fit_or_refuse_refuses_what_the_data_refuse_and_raises_on_bad_settings():

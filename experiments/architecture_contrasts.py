@@ -1,0 +1,227 @@
+"""Which design choices lengthen or shorten a prompt's influence (the project's own comparison, not a paper's).
+
+One architecture, changed one choice at a time (docs/contrasts.md): pre-LN with RoPE (the
+baseline the theorem is stated for), post-LN, no position encoding, ALiBi, a sliding window,
+QK-norm, and the dilution-cancelling logit bias at several strengths gamma. Each variant is
+measured on the same held-out text pairs at initialisation (several seeds, intervals over seeds
+then pairs) and after the same short training (one seed): alpha per layer above the noise floor,
+the bound's conditions (largest logit B per layer, smallest norm input scale sigma_min), whether
+the explicit bound is derived for it, and, where the relay model's assumptions hold (pre-LN,
+attention over every earlier key, no logit terms), the relay model's alpha on the same window.
+A window W has a closed form: a layer-l state depends on the last l (W - 1) positions only, so
+its offset is exactly 0 from t = l (W - 1) + 1 on; that is checked, not fitted.
+
+    python experiments/architecture_contrasts.py --out results/architecture_contrasts            # quick, CPU
+    python experiments/architecture_contrasts.py --profile full --out results/architecture_contrasts
+
+Writes ``<variant>/init_seed<k>/`` and ``<variant>/trained/`` (the measurement layout:
+offsets.npz, fit.json, offsets.png), ``<variant>/train/`` (the training run), ``summary.json``
+and ``contrasts.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+from flax import nnx
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
+
+import nohair_jax as nh
+from nohair_jax.bound import measure_conditions
+from nohair_jax.claims import part_claims_text
+from nohair_jax.config import PromptLogitBias, default_config
+from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.train import TrainConfig, train
+
+PROFILES = {
+    "smoke": dict(d_model=32, depth=2, init_seeds=(0,), steps=10, batch_size=2, context=48, prompt_len=4, length=96,
+                  n_pairs=2, window=8, gammas=(1.0,), t_min=8, n_boot=100, only=("pre-LN, RoPE", "ALiBi", "window 8")),
+    "quick": dict(d_model=64, depth=3, init_seeds=(0, 1, 2), steps=200, batch_size=8, context=128, prompt_len=16,
+                  length=1024, n_pairs=8, window=64, gammas=(0.5, 1.0, 2.0), t_min=32, n_boot=1000),
+    "full": dict(d_model=128, depth=4, init_seeds=(0, 1, 2, 3, 4), steps=1500, batch_size=16, context=256,
+                 prompt_len=16, length=4096, n_pairs=32, window=128, gammas=(0.25, 0.5, 1.0, 2.0), t_min=32, n_boot=1000),
+}
+BASELINE = "pre-LN, RoPE"
+
+
+def variants(p: dict) -> dict[str, dict]:
+    """Variant name -> the config fields it changes from the baseline (pre-LN, RoPE, GELU); only those
+    named in ``p["only"]`` where a profile gives it (the smoke run's three)."""
+    out = {BASELINE: {}, "post-LN": dict(norm_placement="post"), "no positions": dict(position="none"),
+           "ALiBi": dict(position="alibi"), f"window {p['window']}": dict(sliding_window=p["window"]),
+           "QK-norm": dict(qk_norm=True)}
+    for gamma in p["gammas"]:
+        out[f"logit bias {gamma:g}"] = dict(prompt_logit_bias=PromptLogitBias(p["prompt_len"], gamma))
+    unknown = set(p.get("only") or ()) - set(out)
+    if unknown:
+        raise ValueError(f"unknown variants {sorted(unknown)}; the variants are {list(out)}")
+    return {name: change for name, change in out.items() if name in (p.get("only") or out)}
+
+
+def _relay_applies(cfg: nh.TransformerConfig) -> bool:
+    """The relay model's assumptions: pre-LN blocks, attention over every earlier key, nothing added to
+    the logits by position (RoPE and QK-norm change the logits, not which keys are read)."""
+    return (cfg.norm_placement == "pre" and cfg.sliding_window is None and cfg.position != "alibi"
+            and cfg.prompt_logit_bias is None)
+
+
+def window_reach(l2: np.ndarray, window: int) -> list[dict]:
+    """Per layer l of l2 [n_pairs, L+1, T]: the reach ``l (W - 1)`` and whether every offset beyond it
+    is exactly 0 (``zero_beyond``), and the last t with any offset above 0 (``last_nonzero``, 0 if none)."""
+    t = np.arange(1, l2.shape[-1] + 1)
+    rows = []
+    for layer in range(1, l2.shape[1]):
+        reach, nonzero = layer * (window - 1), (l2[:, layer] > 0).any(axis=0)
+        rows.append(dict(layer=layer, reach=reach, zero_beyond=bool((l2[:, layer, t > reach] == 0).all()),
+                         last_nonzero=int(t[nonzero].max()) if nonzero.any() else 0))
+    return rows
+
+
+def _conditions(model, pairs: nh.PromptPairs) -> dict:
+    cond = measure_conditions(model, *(x[:2] for x in pairs))
+    d = cond.to_dict()
+    return dict(logit_bound=d["logit_bound"], sigma_min=min(d["sigma_min"][: 2 * cond.n_layers]), floor=d["floor"],
+                failures=d["failures"], not_derived=cond.not_derived())
+
+
+def _measure_variant(cfg, pairs, p: dict, corpus, out: Path) -> tuple[dict, dict]:
+    """The variant's summary row, and its curves for the comparisons: when -> (l2, floor, groups)."""
+    fits = dict(t_min=p["t_min"], n_boot=p["n_boot"])
+    curves, floors, init_conditions = [], [], []
+    for seed in p["init_seeds"]:
+        model = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
+        m = nh.measure(model, pairs, fit_kwargs=fits)
+        m.save(out / f"init_seed{seed}", meta=dict(experiment="architecture_contrasts", init_seed=seed))
+        curves.append(m.offsets.l2)
+        floors.append(m.floor)
+        init_conditions.append(_conditions(model, pairs))
+    pooled = np.concatenate(curves)  # every seed's pairs: intervals resample seeds, then pairs within them
+    groups = np.repeat(np.arange(len(curves)), [c.shape[0] for c in curves])
+    t = np.arange(1, pooled.shape[-1] + 1)
+    init_fits = nh.fit_layers(t, pooled, np.max(floors, axis=0), groups=groups, **fits)
+
+    steps = p["steps"]
+    train_cfg = TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
+                            warmup_steps=max(1, steps // 10), eval_every=steps, checkpoint_every=steps, log_every=steps)
+    result = train(cfg, train_cfg, corpus, out / "train", progress=False)
+    trained = nh.measure(result.model, pairs, fit_kwargs=fits)
+    trained.save(out / "trained", meta=dict(experiment="architecture_contrasts", steps=steps))
+    bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
+    row = dict(init=dict(seeds=list(p["init_seeds"]), fits=[f.to_dict() for f in init_fits], conditions=init_conditions),
+               trained=dict(steps=steps, bits_per_byte=bits, fits=[f.to_dict() for f in trained.fits],
+                            conditions=_conditions(result.model, pairs)),
+               relay_applies=_relay_applies(cfg))
+    if cfg.sliding_window is not None:
+        row["window_reach"] = dict(init=window_reach(pooled, cfg.sliding_window),
+                                   trained=window_reach(trained.offsets.l2, cfg.sliding_window))
+    return row, dict(init=(pooled, np.max(floors, axis=0), groups), trained=(trained.offsets.l2, trained.floor, None))
+
+
+def _last_layer_difference(a: tuple, b: tuple, p: dict) -> dict:
+    """alpha(a) - alpha(b) of the last layer on a common window (``fit.alpha_difference``), each
+    (l2, floor, groups); a FitRefused's dict where the noise floor or the window refuses it."""
+    (l2_a, floor_a, groups_a), (l2_b, floor_b, groups_b) = a, b
+    t = np.arange(1, l2_a.shape[-1] + 1)
+    try:
+        return nh.alpha_difference(t, l2_a[:, -1], l2_b[:, -1], t_min=p["t_min"], floor_a=floor_a[-1],
+                                   floor_b=floor_b[-1], groups_a=groups_a, groups_b=groups_b,
+                                   n_boot=p["n_boot"]).to_dict()
+    except ValueError as err:
+        return nh.FitRefused(str(err)).to_dict()
+
+
+def run(profile: str, out: Path, settings: dict | None = None) -> dict:
+    p = dict(PROFILES[profile], **(settings or {}))
+    p["init_seeds"], p["gammas"] = tuple(p["init_seeds"]), tuple(p["gammas"])
+    corpus = nh.stdlib_corpus()
+    pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
+    base = default_config(p["depth"], d_model=p["d_model"], position="rope", max_len=p["prompt_len"] + p["length"])
+    rows, curves = {}, {}
+    for name, change in tqdm(variants(p).items(), desc="architecture contrasts", unit="variant"):
+        cfg = dataclasses.replace(base, **change)
+        row, curves[name] = _measure_variant(cfg, pairs, p, corpus, out / _folder(name))
+        rows[name] = dict(change={k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v) for k, v in change.items()},
+                          **row)
+    for name, row in rows.items():  # each variant's last-layer alpha minus the baseline's, at init and trained
+        row["minus_baseline"] = {when: _last_layer_difference(curves[name][when], curves[BASELINE][when], p)
+                                 for when in ("init", "trained")}
+    t = np.arange(1, p["length"] + 1, dtype=np.float64)
+    relay_curve = np.asarray(nh.relay.offsets(p["prompt_len"], p["length"], p["depth"]))
+    relay = [nh.fit_power_law(t, relay_curve[layer][None], t_min=p["t_min"], n_boot=0).to_dict()
+             for layer in range(1, p["depth"] + 1)]
+    summary = dict(profile=profile, settings=p, model=base.to_dict(), corpus=corpus.to_dict(), baseline=BASELINE,
+                   variants=rows, relay_model=relay)
+    save_json(out / "summary.json", summary)
+    draw(out)
+    return summary
+
+
+def _folder(name: str) -> str:
+    return name.replace(", ", "_").replace(" ", "_").replace("-", "_").lower()
+
+
+def table(summary: dict) -> str:
+    """alpha per layer [interval] by variant, at init and trained, with the conditions."""
+    lines = [f"{'variant':<18} {'':<8} alpha per layer (interval)"]
+    for name, row in summary["variants"].items():
+        for when in ("init", "trained"):
+            fits = [nh.fit_from_dict(f) for f in row[when]["fits"]]
+            cond = row[when]["conditions"] if when == "trained" else row[when]["conditions"][0]
+            logits = "B " + "/".join(f"{b:.2g}" for b in cond["logit_bound"])
+            lines.append(f"{name if when == 'init' else '':<18} {when:<8} " + "; ".join(f.brief() for f in fits)
+                         + f"   [{logits}, bound {'derived' if not cond['not_derived'] else 'not derived'}]")
+    relay = [nh.fit_from_dict(f) for f in summary["relay_model"]]
+    lines.append(f"{'relay model':<18} {'':<8} " + "; ".join(f.brief() for f in relay))
+    return "\n".join(lines)
+
+
+def draw(out: Path) -> None:
+    """contrasts.png: alpha per layer by variant at init and trained (intervals as bars), the last
+    layer's offsets of every variant against t, and the largest logit per layer."""
+    summary = load_json(out / "summary.json")
+    p, names = summary["settings"], list(summary["variants"])
+    fig = Figure(figsize=(18, 4.8))
+    ax_init, ax_trained, ax_curve, ax_logit = fig.subplots(1, 4)
+    layers = np.arange(1, p["depth"] + 1)
+    relay = nh.alphas([nh.fit_from_dict(f) for f in summary["relay_model"]])
+    for ax, when in ((ax_init, "init"), (ax_trained, "trained")):
+        for k, name in enumerate(names):
+            fits = [nh.fit_from_dict(f) for f in summary["variants"][name][when]["fits"]]
+            x = layers + (k - len(names) / 2) * 0.6 / len(names)
+            for xi, fit in zip(x, fits):
+                if isinstance(fit, nh.PowerLawFit) and fit.ci is not None:
+                    ax.plot([xi, xi], fit.ci, color=f"C{k}", lw=1)
+            a = np.array([np.nan if v is None else v for v in nh.alphas(fits)])
+            ax.plot(x, a, "o", color=f"C{k}", ms=4, label=name)
+        ax.plot(layers, [np.nan if v is None else v for v in relay], "k--", lw=1, label="relay model")
+        ax.set(xlabel="layer", ylabel="alpha", title=f"alpha per layer, {when}", xticks=layers)
+    ax_init.legend(fontsize=7)
+    for k, name in enumerate(names):
+        with np.load(out / _folder(name) / "trained" / "offsets.npz") as data:
+            curve = nh.summary_curve(data["l2"][:, -1])
+            keep = curve > 0
+            ax_curve.loglog(data["t"][keep], curve[keep], color=f"C{k}", lw=1, label=name)
+        cond = summary["variants"][name]["trained"]["conditions"]
+        ax_logit.semilogy(layers, cond["logit_bound"], "o-", color=f"C{k}", ms=3)
+    ax_curve.set(xlabel="t", ylabel="offset, last layer (mean over pairs)", title="trained: last layer")
+    ax_logit.set(xlabel="layer", ylabel="largest |logit| B", title="trained: the bound's B per layer", xticks=layers)
+    fig.suptitle(f"architecture contrasts: {p['depth']} layers, d_model {p['d_model']}, {p['steps']} training steps, "
+                 f"init seeds {list(p['init_seeds'])}; held-out text pairs, P = {p['prompt_len']}, T = {p['length']}")
+    fig.tight_layout()
+    save_figure(out / "contrasts.png", fig)
+
+
+def main() -> None:
+    parser = experiment_parser(__doc__, "architecture_contrasts", PROFILES, seed=False)
+    args = parse_experiment_args(parser)
+    summary = run(args.profile, args.out)
+    print(table(summary))
+    print(part_claims_text("architecture_contrasts", summary))
+
+
+if __name__ == "__main__":
+    main()
