@@ -39,7 +39,7 @@ from nohair_jax.train import TrainConfig, train
 
 PROFILES = {
     "smoke": dict(d_model=32, depth=2, init_seeds=(0,), steps=10, batch_size=2, context=48, prompt_len=4, length=96,
-                  n_pairs=2, window=8, gammas=(1.0,), t_min=8, n_boot=100, only=("pre-LN, RoPE", "ALiBi", "window 8")),
+                  n_pairs=2, window=8, gammas=(1.0,), t_min=8, n_boot=100, only=("pre-LN, RoPE", "window 8")),
     "quick": dict(d_model=64, depth=3, init_seeds=(0, 1, 2), steps=200, batch_size=8, context=128, prompt_len=16,
                   length=1024, n_pairs=8, window=64, gammas=(0.5, 1.0, 2.0), t_min=32, n_boot=1000),
     "full": dict(d_model=128, depth=4, init_seeds=(0, 1, 2, 3, 4), steps=1500, batch_size=16, context=256,

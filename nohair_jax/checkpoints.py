@@ -195,21 +195,25 @@ def _rope(hf: dict) -> tuple[float, RopeScaling | None]:
     )
 
 
-def _sliding_window(hf: dict) -> int | None:
-    """The attention window if any layer uses one (Mistral: ``sliding_window``; Qwen2: only with
-    ``use_sliding_window``, on the layers ``layer_types`` marks), else None."""
+def _sliding_window(hf: dict) -> tuple[int | None, bool]:
+    """(the attention window if any layer uses one, whether every layer does). Mistral: ``sliding_window``
+    on every layer; Qwen2: only with ``use_sliding_window``, on the layers ``layer_types`` marks."""
     if hf.get("layer_types"):
-        active = "sliding_attention" in hf["layer_types"]
+        kinds = set(hf["layer_types"])
+        active, everywhere = "sliding_attention" in kinds, kinds == {"sliding_attention"}
     else:
         active = hf.get("use_sliding_window", True)
-    return hf.get("sliding_window") if active else None
+        everywhere = hf["model_type"] == "mistral"
+    window = hf.get("sliding_window") if active else None
+    return window, everywhere
 
 
 def _llama_limit(hf: dict) -> tuple[int, str]:
     limit = _get(hf, "max_position_embeddings")
-    window = _sliding_window(hf)
-    if window is not None and window < limit:
-        return window, f"its sliding attention window of {window} tokens, which this project does not compute"
+    window, everywhere = _sliding_window(hf)
+    if window is not None and window < limit and not everywhere:
+        return window, (f"its sliding attention window of {window} tokens on some layers only, which this project "
+                        "does not compute (one window on every layer, as Mistral's, it does)")
     return limit, "its context (max_position_embeddings)"
 
 
@@ -231,12 +235,14 @@ def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
         *_rope_checks(hf),
     )
     theta, scaling = _rope(hf)
+    window, everywhere = _sliding_window(hf)
     return TransformerConfig(
         vocab_size=_get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
         n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=_get(hf, "num_hidden_layers"),
         d_mlp=_get(hf, "intermediate_size"), mlp="swiglu", norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6),
         position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
         tied_embeddings=hf.get("tie_word_embeddings", False), bias=bias, qkv_bias=qkv_bias, dtype=dtype,
+        sliding_window=window if everywhere and window is not None and window < max_len else None,
     )
 
 
@@ -576,8 +582,9 @@ def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: in
       (model, tokenizer): a ``Transformer`` whose ``hidden[l]`` are the checkpoint's residual streams
       (``hidden[L]`` before the final norm), and the ``tokenizers.Tokenizer`` or None. Its
       ``config.max_len`` is the longest sequence it computes exactly: the learned position table
-      (GPT-2), the context (``max_position_embeddings``), or a sliding attention window where that
-      is shorter (Mistral); RoPE models run past it unchecked, as the untrained ones do.
+      (GPT-2) or the context (``max_position_embeddings``); RoPE models run past it unchecked, as the
+      untrained ones do. A sliding window on every layer (Mistral) is the config's ``sliding_window``;
+      one on some layers only (Qwen2's ``max_window_layers``) limits ``max_len`` to the window.
 
     Raises:
       CheckpointError (a ValueError): source, config or weights missing, an unsupported

@@ -25,7 +25,7 @@ def full_precision():
 
 def ref_attention(q, k, v, terms):
     """Numpy float64, one (batch, head) at a time: q [B, T, H, hd], k, v [B, T, Hkv, hd] -> [B, T, H, hd];
-    ``terms`` a ``LogitTerms`` or None, applied entry by entry."""
+    ``terms`` a ``LogitTerms`` or None, written out on the (query, key) index grid."""
     terms = terms or LogitTerms()
     bias = terms.prompt_bias
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
@@ -38,12 +38,11 @@ def ref_attention(q, k, v, terms):
             if bias is not None:
                 for i in range(bias.prompt_len + 1, length + 1):  # 1-based queries after the prompt
                     scores[i - 1, : bias.prompt_len] += bias.gamma * math.log(i / bias.prompt_len)
-            for i in range(length):
-                for j in range(i + 1):
-                    if terms.alibi is not None:
-                        scores[i, j] -= terms.alibi[h] * (i - j)
-                    if terms.window is not None and i - j >= terms.window:
-                        scores[i, j] = -np.inf
+            i, j = np.indices((length, length))  # query, key
+            if terms.alibi is not None:
+                scores -= terms.alibi[h] * (i - j)
+            if terms.window is not None:
+                scores[i - j >= terms.window] = -np.inf
             scores[np.triu_indices(length, 1)] = -np.inf
             weights = np.exp(scores - scores.max(-1, keepdims=True))
             out[b, :, h] = weights / weights.sum(-1, keepdims=True) @ v[b, :, h // group]

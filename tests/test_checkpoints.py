@@ -50,6 +50,9 @@ MODELS = {
         rope_scaling=dict(rope_type="linear", factor=4.0))),
     "qwen2": ("Qwen2ForCausalLM", transformers.Qwen2Config(**LLAMA_SIZES, num_key_value_heads=1, tie_word_embeddings=True)),
     "mistral": ("MistralForCausalLM", transformers.MistralConfig(**LLAMA_SIZES, num_key_value_heads=1, sliding_window=None)),
+    # A window of 16 under the 40-token test sequences: transformers' own sliding-window mask.
+    "mistral_window": ("MistralForCausalLM", transformers.MistralConfig(**LLAMA_SIZES, num_key_value_heads=1,
+                                                                        sliding_window=16)),
 }
 
 
@@ -317,12 +320,19 @@ def test_non_finite_weights_are_refused_by_name(saved, tmp_path):
 def test_lengths_beyond_positions_or_sliding_window(saved, tmp_path):
     assert "65 tokens asked, but" in _error(saved("gpt2")[1], seq_len=65)
     assert "at most 64: its learned position table" in _error(saved("gpt2")[1], seq_len=65)
+    # One window on every layer (Mistral) is computed: the whole context, the window in the config.
+    hf, folder = saved("mistral_window")
+    cfg = nh.load_checkpoint(folder, seq_len=64)[0].config
+    assert (cfg.sliding_window, cfg.max_len) == (16, hf.config.max_position_embeddings)
+    # A window on some layers only (Qwen2's layer_types) is not: the window is the limit.
     folder = tmp_path / "window"
-    shutil.copytree(saved("mistral")[1], folder)
+    shutil.copytree(saved("qwen2")[1], folder)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "sliding_window": 16}))
+    layer_types = ["full_attention", "sliding_attention", "full_attention"]
+    (folder / "config.json").write_text(json.dumps({**config, "sliding_window": 16, "use_sliding_window": True,
+                                                    "layer_types": layer_types}))
     assert nh.load_checkpoint(folder, seq_len=16)[0].config.max_len == 16
-    assert "sliding attention window of 16 tokens" in _error(folder, seq_len=17)
+    assert "sliding attention window of 16 tokens on some layers only" in _error(folder, seq_len=17)
 
 
 # ---------------------------------------------------------------------------------------------
