@@ -33,7 +33,9 @@ def test_a_sweep_and_the_real_models_offsets_over_two_processes_equal_one_proces
     one, two, other = tmp_path / "one", tmp_path / "two", tmp_path / "process1"
     nh.run_sweep(nh.SweepGrid(**GRID), one, progress=False)
     real_model = [] if available() else ["real_model"]  # the packaged model is installed by `make test`
-    port, env = _free_port(), dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")  # one CPU device each
+    # One CPU device each: the session's XLA flags (tests/conftest.py) without any device count.
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
+    port, env = _free_port(), dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(port), str(i), str(out), *real_model], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i, out in enumerate((two, other))]

@@ -187,7 +187,9 @@ def test_four_devices_give_the_same_numbers_as_one(swept, tmp_path):
         offsets = nh.sweep_offsets(sweep.cell_models(cell, grid), *pairs)
         np.savez(sys.argv[1], l2=np.stack([o.l2 for o in offsets]), kl=np.stack([o.kl for o in offsets]))
     """)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    # The session's XLA flags (tests/conftest.py: the one-device run compiled with them), four devices.
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     subprocess.run([sys.executable, "-c", script, str(tmp_path / "four.npz")], env=env, check=True, timeout=600)
     with np.load(tmp_path / "four.npz") as four, np.load(swept[0] / "cells" / f"{row['key']}.npz") as one:
         np.testing.assert_array_equal(four["l2"], one["l2"])
