@@ -29,6 +29,7 @@ _EXPORTS = {
     "measurement": ("Measurement", "measure"),
     "offsets": ("Offsets", "measure_noise_floor", "pair_offsets", "prompt_pair_offsets", "sweep_mesh", "sweep_offsets"),
     "pairs": ("PromptPairs", "random_prompt_pairs", "text_prompt_pairs"),
+    "sinks": ("dilution_share", "sink_attention"),
     "direct_relay": ("PathSplit", "direct_relay_split"),
     "sweep": ("SweepGrid", "draw_sweep", "run_sweep"),
     "tokenization": ("text_continuations", "tokenize", "tokenized_prompt_pairs"),

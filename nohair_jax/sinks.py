@@ -1,0 +1,33 @@
+"""Attention sinks: the share of attention that each layer's heads put on the first positions.
+
+A sink is a key that takes a large share of every query's attention whatever the distance. Under
+pure dilution (every logit equal) key ``j``'s share at query ``i`` (0-based) is ``1 / (i + 1)``,
+so a share of the first keys far above ``dilution_share`` marks them as a sink: the prompt's
+first token then does not dilute as the theorem's bound assumes (docs/contrasts.md#sinks).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from nohair_jax.model import Transformer
+
+
+def sink_attention(model: Transformer, tokens, *, keys: int = 1, from_query: int | None = None) -> np.ndarray:
+    """tokens int [B, T] -> [L, H]: the attention weight on keys ``0 .. keys - 1``, per layer and head,
+    averaged over the sequences and over the queries ``i >= from_query`` (0-based; default ``T // 2``,
+    far from the first keys). Read from the model's diagnostics (the plain attention path)."""
+    tokens = jnp.asarray(tokens)
+    from_query = tokens.shape[1] // 2 if from_query is None else from_query
+    if not 0 <= from_query < tokens.shape[1]:
+        raise ValueError(f"from_query must be in [0, {tokens.shape[1]}), got {from_query}")
+    weights = model(tokens, diagnostics=True, prompt_len=keys).diagnostics.prompt_attention  # [L, B, H, T]
+    return np.asarray(weights[..., from_query:], np.float64).mean(axis=(1, 3))
+
+
+def dilution_share(length: int, *, keys: int = 1, from_query: int | None = None) -> float:
+    """What ``sink_attention`` gives under pure dilution: the mean of ``keys / (i + 1)`` over the same queries."""
+    from_query = length // 2 if from_query is None else from_query
+    i = np.arange(from_query, length)
+    return float(np.mean(np.minimum(keys, i + 1) / (i + 1)))
