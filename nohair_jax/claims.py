@@ -76,6 +76,24 @@ def _interval(fit: PowerLawFit | FitRefused) -> list | None:
     return None if ci is None else [round(ci[0], 3), round(ci[1], 3)]
 
 
+def _differences(saved: list[dict]) -> list[AlphaDifference | FitRefused]:
+    """The differences of a summary's list of saved ones (``fit.fit_from_dict``)."""
+    return [fit_from_dict(d) for d in saved]
+
+
+def _with_interval(diffs) -> bool:
+    """Every difference fitted, each with an interval."""
+    return all(isinstance(d, AlphaDifference) and d.ci is not None for d in diffs)
+
+
+def _ci(diff: AlphaDifference | FitRefused) -> list | None:
+    return list(diff.ci) if isinstance(diff, AlphaDifference) and diff.ci is not None else None
+
+
+def _refusals(diffs) -> list[str | None]:
+    return [d.reason if isinstance(d, FitRefused) else None for d in diffs]
+
+
 def _overlaps(fit: PowerLawFit, lo: float, hi: float) -> bool:
     ci = _interval(fit) or [fit.alpha, fit.alpha]
     return ci[1] >= lo and ci[0] <= hi
@@ -106,18 +124,17 @@ def _llm_alpha(key: str, lo: float, hi: float):
 
 
 def _llm_faster(s):
-    diffs = s["real_model"]["trained_minus_init"]
-    if not diffs or any(d.get("ci") is None for d in diffs):
-        return _unmeasured("the difference could not be fitted with an interval in every layer",
-                           errors=[d.get("error") for d in diffs])
-    faster = [k for k, d in enumerate(diffs, start=1) if d["ci"][0] > 0]
-    slower = [k for k, d in enumerate(diffs, start=1) if d["ci"][1] < 0]
+    diffs = _differences(s["real_model"]["trained_minus_init"])
+    if not diffs or not _with_interval(diffs):
+        return _unmeasured("the difference could not be fitted with an interval in every layer", errors=_refusals(diffs))
+    faster = [k for k, d in enumerate(diffs, start=1) if d.ci[0] > 0]
+    slower = [k for k, d in enumerate(diffs, start=1) if d.ci[1] < 0]
     last = diffs[-1]
     text = (f"trained minus init alpha: interval above 0 in {len(faster)}/{len(diffs)} layers, below 0 in "
-            f"{len(slower)}; last layer {last['difference']:+.2f} [{last['ci'][0]:+.2f}, {last['ci'][1]:+.2f}] "
-            f"on t in {last['t_range']}")
-    return _judged(text, [round(v, 3) for v in last["ci"]], len(faster) == len(diffs), layers_faster=faster,
-                   layers_slower=slower, difference=[d["difference"] for d in diffs], intervals=[d["ci"] for d in diffs])
+            f"{len(slower)}; last layer {last.difference:+.2f} [{last.ci[0]:+.2f}, {last.ci[1]:+.2f}] "
+            f"on t in {list(last.t_range)}")
+    return _judged(text, [round(v, 3) for v in last.ci], len(faster) == len(diffs), layers_faster=faster,
+                   layers_slower=slower, difference=[d.difference for d in diffs], intervals=[_ci(d) for d in diffs])
 
 
 def _llm_conditions(s):
@@ -228,15 +245,13 @@ def _trained(s):
 
 def _trained_faster(s):
     run = s["trained_vs_untrained"]["runs"][0]
-    diffs = run["trained_minus_untrained_in_context"]
-    if not diffs or any(d.get("ci") is None for d in diffs):
-        return _unmeasured("the difference could not be fitted with an interval in every layer",
-                           errors=[d.get("error") for d in diffs])
-    text = "; ".join(f"layer {k}: {d['difference']:+.2f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]"
-                     for k, d in enumerate(diffs, start=1))
-    return _judged(f"trained minus untrained alpha inside the training context (t in {diffs[0]['t_range']}): {text}",
-                   None, all(d["ci"][0] > 0 for d in diffs), difference=[d["difference"] for d in diffs],
-                   intervals=[d["ci"] for d in diffs])
+    diffs = _differences(run["trained_minus_untrained_in_context"])
+    if not diffs or not _with_interval(diffs):
+        return _unmeasured("the difference could not be fitted with an interval in every layer", errors=_refusals(diffs))
+    text = "; ".join(f"layer {k}: {d.difference:+.2f} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for k, d in enumerate(diffs, start=1))
+    return _judged(f"trained minus untrained alpha inside the training context (t in {list(diffs[0].t_range)}): {text}",
+                   None, all(d.ci[0] > 0 for d in diffs), difference=[d.difference for d in diffs],
+                   intervals=[_ci(d) for d in diffs])
 
 
 def _conditions(s):
@@ -346,7 +361,7 @@ def _bias_evidence(ic: dict) -> dict:
                 **{name: alphas(_fits([r[name] for r in ic["rows"]])) for name in ("bias", "no_bias")},
                 **{f"{name}_interval": [_interval(f) for f in _fits([r[name] for r in ic["rows"]])]
                    for name in ("bias", "no_bias")},
-                difference_interval=[r["difference"].get("ci") for r in ic["rows"]])
+                difference_interval=[_ci(fit_from_dict(r["difference"])) for r in ic["rows"]])
 
 
 def _bias_last_step(run: str, accept: Callable[[PowerLawFit], bool]):
@@ -369,14 +384,14 @@ def _near_zero(fit: PowerLawFit | FitRefused) -> bool:
 
 def _stopped(row: dict) -> bool:
     """The biased run's alpha is near 0 at this step and below the unbiased run's."""
-    diff = row["difference"].get("ci")
+    diff = _ci(fit_from_dict(row["difference"]))
     return _near_zero(fit_from_dict(row["bias"])) and diff is not None and diff[1] < 0
 
 
 def _bias_stops(s):
     ic = s["logit_bias"]["in_context"]
     rows, evidence = ic["rows"], _bias_evidence(ic)
-    start = rows[0]["difference"].get("ci")
+    start = _ci(fit_from_dict(rows[0]["difference"]))
     if rows[0]["step"] != 0 or start is None:
         return _unmeasured("alpha at initialisation was not measured in both runs", **evidence)
     if not start[0] <= 0 <= start[1]:
@@ -404,7 +419,7 @@ def _dilution_evidence(s) -> dict:
                 **{name: [alphas(_fits(r[name])) for r in rows] for name in ("uniform", "uniform_bias")},
                 **{f"{name}_interval": [[_interval(f) for f in _fits(r[name])] for r in rows]
                    for name in ("uniform", "uniform_bias")},
-                difference_interval=[[d.get("ci") for d in r["difference"]] for r in rows],
+                difference_interval=[[_ci(d) for d in _differences(r["difference"])] for r in rows],
                 relay_alpha=[r["relay"] for r in rows])
 
 
@@ -423,12 +438,12 @@ def _sufficient(s):
 
 def _necessary(s):
     fits, evidence = _dilution_fits(s, "uniform_bias"), _dilution_evidence(s)
-    diffs = [(r["depth"], k, d) for r in s["dilution"]["rows"] for k, d in enumerate(r["difference"], start=1)]
-    if any(_interval(f) is None for _, _, f in fits) or any(d.get("ci") is None for _, _, d in diffs):
+    diffs = [(r["depth"], k, d) for r in s["dilution"]["rows"] for k, d in enumerate(_differences(r["difference"]), start=1)]
+    if any(_interval(f) is None for _, _, f in fits) or not _with_interval(d for _, _, d in diffs):
         return _unmeasured("a layer of the biased networks, or its difference, could not be fitted with an interval",
                            **evidence)
     moving = [f"depth {depth} layer {k} {_interval(f)}" for depth, k, f in fits if not _near_zero(f)]
-    same = [f"depth {depth} layer {k} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" for depth, k, d in diffs if d["ci"][0] <= 0]
+    same = [f"depth {depth} layer {k} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for depth, k, d in diffs if d.ci[0] <= 0]
     text = (f"uniform attention with the bias: alpha {min(f.alpha for _, _, f in fits):+.2f} to "
             f"{max(f.alpha for _, _, f in fits):+.2f} over {len(fits)} layers; not near 0: {moving or 'none'}; "
             f"difference without minus with the bias not above 0: {same or 'none'}")
@@ -437,15 +452,15 @@ def _necessary(s):
 
 def _depth(s):
     sweep = s["depth_length_sweep"]
-    diffs = sweep.get("depth_differences", [])
-    if not diffs or any(d.get("ci") is None for d in diffs):
-        return _unmeasured("needs two depths with a fitted difference at every prompt length",
-                           errors=[d.get("error") for d in diffs])
-    text = "; ".join(f"P={d['prompt_len']}: L{d['depths'][0]} - L{d['depths'][1]} {d['difference']:+.2f} "
-                     f"[{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" for d in diffs)
+    saved = sweep.get("depth_differences", [])
+    diffs = _differences(saved)  # each record also names its prompt length and its two depths
+    if not diffs or not _with_interval(diffs):
+        return _unmeasured("needs two depths with a fitted difference at every prompt length", errors=_refusals(diffs))
+    text = "; ".join(f"P={r['prompt_len']}: L{r['depths'][0]} - L{r['depths'][1]} {d.difference:+.2f} "
+                     f"[{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for r, d in zip(saved, diffs))
     relay = "; ".join(f"P={r['prompt_len']} L{r['depth']}: relay {r['relay']:.2f}" for r in sweep["depth_prompt"])
-    return _judged(f"last-layer alpha, shallower minus deeper: {text}", None, all(d["ci"][0] > 0 for d in diffs),
-                   differences=diffs, relay_alpha=relay)
+    return _judged(f"last-layer alpha, shallower minus deeper: {text}", None, all(d.ci[0] > 0 for d in diffs),
+                   differences=saved, relay_alpha=relay)
 
 
 def _consensus_rows(s, clusters: int):
@@ -549,10 +564,6 @@ def _contrast_window(s):
 
 def _minus_baseline(s, name: str) -> dict[str, AlphaDifference | FitRefused]:
     return {when: fit_from_dict(d) for when, d in s["architecture_contrasts"]["variants"][name]["minus_baseline"].items()}
-
-
-def _with_interval(diffs) -> bool:
-    return all(isinstance(d, AlphaDifference) and d.ci is not None for d in diffs)
 
 
 def _contrast_alibi(s):

@@ -140,17 +140,17 @@ class FitRefused:
 
 def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | FitRefused:
     """The result a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference`` or ``FitRefused`` was made
-    from (read back from JSON).
+    from (read back from JSON); keys of a record that holds more than the result (the depths a
+    difference is between, say) are left aside.
 
     Files written before a missing interval was None hold ``[null, null]``: read as None too, so
     that results of earlier runs (reused by ``nohair reproduce``) are judged alike."""
     if "error" in saved:
         return FitRefused(saved["error"])
-    ci = saved["ci"]
-    ci = None if ci is None or None in ci else tuple(ci)
-    if "difference" in saved:
-        return AlphaDifference(**{**saved, "ci": ci, "t_range": tuple(saved["t_range"])})
-    return PowerLawFit(**{**saved, "ci": ci, "t_range": tuple(saved["t_range"])})
+    kind = AlphaDifference if "difference" in saved else PowerLawFit
+    values = {name: saved[name] for name in kind.__dataclass_fields__}
+    ci = values["ci"]
+    return kind(**{**values, "ci": None if ci is None or None in ci else tuple(ci), "t_range": tuple(values["t_range"])})
 
 
 def fit_or_refuse(t, d, **fit_kwargs) -> PowerLawFit | FitRefused:

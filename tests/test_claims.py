@@ -22,7 +22,9 @@ def fit(alpha, half_width=0.05, r2=0.99, window=(32, 1024)):
 
 
 def difference(diff, half_width=0.05):
-    return dict(difference=diff, ci=[diff - half_width, diff + half_width], t_range=[32, 1024])
+    """A difference as a summary saves it (``AlphaDifference.to_dict``)."""
+    return AlphaDifference(difference=diff, ci=(diff - half_width, diff + half_width), alpha_a=0.5 + diff, alpha_b=0.5,
+                           t_range=(32, 1024), confidence=0.95).to_dict()
 
 
 def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1.5, 1.6, 1.2, 1.0), diffs=(0.3, 0.2),
@@ -125,7 +127,9 @@ def biased(no_bias, bias, differences, steps=(0, 10, 150, 300)):
     """The logit-bias experiment's in-context fits: one alpha per measured step for each run, and the
     bias-minus-no-bias difference's interval per step (None: not fitted)."""
     rows = [dict(step=step, no_bias=fit(a), bias=fit(b) if b is not None else FitRefused("floor").to_dict(),
-                 difference={} if d is None else dict(ci=list(d)))
+                 difference=FitRefused("floor").to_dict() if d is None else AlphaDifference(
+                     difference=(d[0] + d[1]) / 2, ci=tuple(d), alpha_a=b, alpha_b=a, t_range=(32, 240),
+                     confidence=0.95).to_dict())
             for step, a, b, d in zip(steps, no_bias, bias, differences)]
     return {"logit_bias": dict(in_context=dict(t_max=240, steps_total=steps[-1], rows=rows))}
 
@@ -137,10 +141,7 @@ def contrasts(alibi=(0.2, 0.1), gammas=(), window_leak=False):
     """An architecture_contrasts summary: ALiBi's and each bias strength's last-layer alpha minus the
     baseline's (``AlphaDifference.to_dict``, half-width 0.05; None: refused), a window variant's reach."""
     def diff(value):
-        if value is None:
-            return FitRefused("below the noise floor").to_dict()
-        return AlphaDifference(difference=value, ci=(value - 0.05, value + 0.05), alpha_a=0.5 + value, alpha_b=0.5,
-                               t_range=(32, 1024), confidence=0.95).to_dict()
+        return FitRefused("below the noise floor").to_dict() if value is None else difference(value)
     reach = [dict(layer=1, reach=7, zero_beyond=True, last_nonzero=7),
              dict(layer=2, reach=14, zero_beyond=not window_leak, last_nonzero=30 if window_leak else 14)]
     variants = {"pre-LN, RoPE": {}, "ALiBi": dict(minus_baseline=dict(init=diff(alibi[0]), trained=diff(alibi[1]))),
