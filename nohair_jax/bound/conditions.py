@@ -1,8 +1,6 @@
-"""The no-hair bound on a real model: its conditions measured, its explicit form held against offsets.
+"""The no-hair bound's conditions measured on a model, and its explicit form (docs/definitions.md#bound).
 
-docs/definitions.md#bound; the derivation is ``nohair_jax.theory.bound``
-(``docs/bound.md``). One pre-LN
-block satisfies
+The derivation is ``nohair_jax.theory.bound`` (``docs/bound.md``). One pre-LN block satisfies
 
     delta_l(i) <= a_l delta_{l-1}(i) + (b_l / i) (P D_{l-1} + sum_{P < j <= i} delta_{l-1}(j))
 
@@ -11,51 +9,21 @@ the floor ``sigma_min`` of every norm's input scale, the norms' gains and biases
 norms of the weights, and the prompt offsets ``D_l``. Unrolled (``nohair_jax.relay.offsets`` with
 ``residual=a, direct=relay=b``) it bounds the offset at every layer and continuation position;
 ``C_l P (log t)^(l-1) / t`` bounds it for ``t >= t_0 = max(P, 3)``.
-
-Two checks against measured offsets ``d_l(t)`` (``prompt_pair_offsets``):
-
-* shape: the log-log slope of ``d_l(t) / s_l(t)`` over ``t`` in ``[T/16, T]`` (mean over pairs,
-  bootstrap interval over pairs) must be at most zero within the interval, where ``s_l`` is the
-  solvable relay model's ``delta_l`` (``relay.offsets`` with its defaults). ``s_l`` is
-  ``Theta(P (log t)^(l-1) / t)``, so a bounded ratio to one is a bounded ratio to the other, but
-  ``s_l`` also carries the finite-``t`` corrections: the ratio of ``s_l`` itself to
-  ``P (log t)^(l-1) / t`` still rises at any reachable ``t`` (it tends to ``1/(l-1)!`` from below),
-  so that literal ratio's slope is reported too, for information, not as the test.
-* explicit: the max over pairs of ``d_l(t)`` never exceeds the bound, at any layer and ``t``;
-  the margin (bound / measured, minimum over ``t``) says by how much it holds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from matplotlib.figure import Figure
 
 from nohair_jax import relay
-from nohair_jax.fit import fit_power_law, summary_curve
 from nohair_jax.model import Transformer
-from nohair_jax.offsets import check_pairs, map_pairs, prompt_pair_offsets
-from nohair_jax.pairs import PromptPairs
-from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
+from nohair_jax.offsets import check_pairs, map_pairs
 from nohair_jax.theory import bound as theory
-
-__all__ = [
-    "BoundConditions",
-    "BoundNotApplicable",
-    "check_bound",
-    "coefficients",
-    "draw_bound",
-    "explicit_bounds",
-    "explicit_check",
-    "measure_conditions",
-    "report",
-    "shape_check",
-]
 
 ATTENTION_WEIGHTS = ("q", "k", "v", "o")
 MLP_WEIGHTS = ("up", "gate", "down")
@@ -281,205 +249,3 @@ def explicit_bounds(cond: BoundConditions, length: int) -> dict[str, np.ndarray 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         closed[1:] = np.where(t >= t0, constant[:, None] * prompt_len * np.log(t) ** (layer - 1) / t, np.nan)
     return dict(a=a, b=b, C=constant, t0=t0, recursion=recursion, closed=closed)
-
-
-def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) -> list[dict]:
-    """Check (a): does ``d_l(t)`` decay at least like the bound's shape over the upper range of ``t``?
-
-    t: [T] positions 1..T; l2: [n_pairs, L+1, T] offsets. For each layer 1..L the ratio of the
-    offsets to the relay model's ``delta_l`` (``relay.offsets(P, T, L)``) is fitted over
-    ``[max(2, T // 16), T]`` (``fit_power_law``, mean over pairs, bootstrap over pairs):
-    ``slope`` and ``interval`` are its log-log slope and interval; ``passes`` when the interval
-    reaches down to zero or below (the slope itself when there is no interval, None). ``slope_log_shape``, ``interval_log_shape``: the same for the
-    ratio to ``P (log t)^(l-1) / t`` (information only; see the module docstring).
-    ``relay_prefactor``: the factor that best lays the relay shape on the mean curve in the window
-    (least squares in log space). A layer that cannot be fitted gets ``{"layer", "error"}``.
-    """
-    length, depth = l2.shape[-1], l2.shape[1] - 1
-    t_min = max(2, length // 16)
-    window = np.asarray(t) >= t_min
-    t = np.asarray(t, np.float64)[window]  # from here on only the window (log t = 0 at t = 1)
-    shape = np.asarray(relay.offsets(prompt_len, length, depth))[:, window]
-    results = []
-    for layer in range(1, depth + 1):
-        measured = np.asarray(l2, np.float64)[:, layer, window]
-        entry = {"layer": layer, "window": [t_min, length]}
-        try:
-            for suffix, reference in (("", shape[layer]), ("_log_shape", prompt_len * np.log(t) ** (layer - 1) / t)):
-                fit = fit_power_law(t, measured / reference, t_min=t_min, n_boot=n_boot, seed=seed)
-                entry["slope" + suffix] = -fit.alpha
-                entry["interval" + suffix] = None if fit.ci is None else [-fit.ci[1], -fit.ci[0]]
-        except ValueError as err:  # offsets not positive in the window, too short a window
-            results.append({"layer": layer, "error": str(err)})
-            continue
-        entry["relay_prefactor"] = float(np.exp(np.mean(np.log(summary_curve(measured) / shape[layer]))))
-        # Without a bootstrap (one pair, n_boot = 0) there is no interval: judge the point estimate.
-        entry["passes"] = bool((entry["slope"] if entry["interval"] is None else entry["interval"][0]) <= 0.0)
-        results.append(entry)
-    return results
-
-
-def explicit_check(l2, recursion, closed) -> list[dict]:
-    """Check (b): the max over pairs of the offsets against the explicit bounds, per layer 1..L.
-
-    l2: [n_pairs, L+1, T]; recursion, closed: [L+1, T] (closed nan where it does not apply).
-    ``margin`` = min over t of bound / measured (inf where every offset is 0 or no t is covered) and
-    ``t_margin`` where it is attained (None if nowhere); ``holds`` = measured <= bound at every t.
-    The same with ``_closed`` for the closed form, where it applies (``t >= t0``).
-    """
-    worst = np.asarray(l2, np.float64).max(axis=0)
-    results = []
-    for layer in range(1, worst.shape[0]):
-        entry = {"layer": layer}
-        for suffix, bound in (("", recursion[layer]), ("_closed", closed[layer])):
-            covered = np.flatnonzero(np.isfinite(bound))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(worst[layer][covered] > 0, bound[covered] / worst[layer][covered], np.inf)
-            k = int(np.argmin(ratio)) if ratio.size else None
-            entry["margin" + suffix] = float(ratio[k]) if ratio.size else math.inf
-            entry["t_margin" + suffix] = None if k is None or not np.isfinite(ratio[k]) else int(covered[k] + 1)
-            entry["holds" + suffix] = bool((worst[layer][covered] <= bound[covered]).all())
-        results.append(entry)
-    return results
-
-
-def check_bound(
-    model: Transformer,
-    pairs: PromptPairs,
-    out_dir: str | Path,
-    *,
-    n_boot: int = 1000,
-    seed: int = 0,
-    meta: dict | None = None,
-    progress: bool = True,
-) -> dict:
-    """Measure offsets and conditions, run both checks, save and draw; returns ``bound.json``'s contents.
-
-    Writes into ``out_dir``: ``bound.npz`` (t, l2 [n_pairs, L+1, T], relay_shape [L+1, T] and,
-    where the bound applies, recursion and closed [L+1, T]), ``bound.json`` (model config,
-    conditions, coefficients, both checks, ``meta``) and ``bound.png``. ``explicit`` is
-    ``{"error": reason}`` where the bound does not apply.
-    """
-    out_dir = Path(out_dir)
-    off = prompt_pair_offsets(model, *pairs, progress=progress)
-    cond = measure_conditions(model, *pairs)
-    length, depth = off.l2.shape[-1], off.l2.shape[1] - 1
-    arrays = dict(t=off.t, l2=off.l2, relay_shape=np.asarray(relay.offsets(off.prompt_len, length, depth)))
-    summary = {
-        "model": model.config.to_dict(),
-        "n_pairs": int(off.l2.shape[0]),
-        "prompt_len": off.prompt_len,
-        "length": length,
-        "meta": meta or {},
-        "conditions": cond.to_dict(),
-        "shape": shape_check(off.t, off.l2, off.prompt_len, n_boot=n_boot, seed=seed),
-    }
-    try:
-        bounds = explicit_bounds(cond, length)
-    except BoundNotApplicable as err:
-        summary["explicit"] = {"error": str(err)}
-    else:
-        summary["coefficients"] = {key: bounds[key] for key in ("a", "b", "C", "t0")}
-        summary["explicit"] = explicit_check(off.l2, bounds["recursion"], bounds["closed"])
-        arrays.update(recursion=bounds["recursion"], closed=bounds["closed"])
-    with written_together():
-        save_npz(out_dir / "bound.npz", **arrays)
-        save_json(out_dir / "bound.json", summary)
-    draw_bound(out_dir)
-    return load_json(out_dir / "bound.json")
-
-
-def check_row(checked: dict) -> dict:
-    """What the claims read of a ``check_bound`` summary: the failed conditions, the largest logit
-    per layer, the smallest block-norm sigma_min over sqrt(eps), both checks."""
-    cond, depth = checked["conditions"], checked["model"]["n_layers"]
-    return dict(depth=depth, failures=cond["failures"], logit_bound=cond["logit_bound"],
-                sigma_min_over_floor=min(cond["sigma_min"][: 2 * depth]) / cond["floor"],
-                explicit=checked["explicit"], shape=checked["shape"])
-
-
-def report(summary: dict) -> str:
-    """The conditions and both checks of a ``bound.json`` as a readable table."""
-    cond = summary["conditions"]
-    depth = len(cond["logit_bound"])
-    fmt = lambda values: " ".join(_number(v) for v in values)  # noqa: E731
-    lines = [
-        "conditions of the theorem (pre-LN, bounded logits, norm inputs away from zero):",
-        f"  pre-LN: {cond['norm_placement'] == 'pre'}    prompt logit bias: {cond['prompt_logit_bias']}    mlp: {cond['mlp']}",
-        f"  B_l (largest |logit|), layers 1..{depth}: {fmt(cond['logit_bound'])}",
-        f"  sigma_min (attention, MLP norm per layer; floor sqrt(eps) = {cond['floor']:.3g}): "
-        + "; ".join(f"{a:.3g}, {m:.3g}" for a, m in zip(cond["sigma_min"][0:2 * depth:2], cond["sigma_min"][1:2 * depth:2])),
-        f"  D_l (prompt offsets), layers 0..{depth}: {fmt(cond['prompt_offsets'])}",
-        "  all conditions hold" if not cond["failures"] else "  FAILS: " + "\n         ".join(cond["failures"]),
-    ]
-    explicit = summary["explicit"]
-    if "coefficients" in summary:
-        co = summary["coefficients"]
-        lines += [f"block coefficients a_l: {fmt(co['a'])}", f"                   b_l: {fmt(co['b'])}",
-                  f"closed-form constants C_l (t >= t0 = {co['t0']}): {fmt(co['C'])}"]
-    lines += ["", f"{'layer':>5}  {'shape: slope vs relay [interval]':>34}  {'ok':>3}  {'vs P(log t)^(l-1)/t':>20}  "
-              f"{'explicit margin':>15}  {'closed margin':>13}  holds"]
-    for layer in range(1, depth + 1):
-        shape = summary["shape"][layer - 1]
-        if "error" in shape:
-            left = f"{'no fit: ' + shape['error'][:60]:>63}"
-        else:
-            lo, hi = (_number(v, "+7.3f") for v in shape["interval"] or (None, None))
-            left = (f"{shape['slope']:+8.3f} [{lo:>7}, {hi:>7}]{'':>9}  {'yes' if shape['passes'] else 'NO':>3}  "
-                    f"{shape['slope_log_shape']:+20.3f}")
-        if "error" in explicit:
-            right = "not applicable"
-        else:
-            e = explicit[layer - 1]
-            holds = "yes" if e["holds"] and e["holds_closed"] else "VIOLATED"
-            right = f"{_number(e['margin']):>15}  {_number(e['margin_closed']):>13}  {holds}"
-        lines.append(f"{layer:>5}  {left}  {right}")
-    if "error" in explicit:
-        lines.append(f"explicit bound not applicable: {explicit['error']}")
-    return "\n".join(lines)
-
-
-def _number(value, spec=".3g") -> str:
-    """A JSON number for a table; None is what JSON keeps of inf and nan (an all-zero offset curve)."""
-    return "-" if value is None else format(value, spec)
-
-
-def bound_figure(t, l2, relay_shape, summary: dict, recursion=None, closed=None) -> Figure:
-    """One log-log panel per layer: measured offsets (mean and max over pairs), the relay model's shape
-    with its fitted prefactor, the explicit bound (recursion and closed form). Arrays as in ``bound.npz``."""
-    depth = l2.shape[1] - 1
-    cols = min(depth, 3)
-    rows = -(-depth // cols)
-    fig = Figure(figsize=(5 * cols, 3.8 * rows))
-    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False).ravel())
-    for layer, ax in enumerate(axes[:depth], start=1):
-        positive = (l2[:, layer] > 0).all(axis=0)
-        ax.loglog(t[positive], summary_curve(l2[:, layer])[positive], color="C0", label="measured, mean over pairs")
-        ax.loglog(t[positive], l2[:, layer].max(axis=0)[positive], color="C0", lw=0.7, alpha=0.6, label="measured, max")
-        shape = summary["shape"][layer - 1]
-        if "relay_prefactor" in shape:
-            ax.loglog(t, shape["relay_prefactor"] * relay_shape[layer], "k--", lw=1, label="relay model, fitted prefactor")
-        title = f"layer {layer}"
-        if recursion is not None:
-            ax.loglog(t, recursion[layer], color="C3", label="explicit bound (recursion)")
-            ax.loglog(t, closed[layer], color="C3", ls=":", label="C_l P (log t)^(l-1) / t")
-            title += f": bound / measured >= {_number(summary['explicit'][layer - 1]['margin'])}"
-        ax.set(title=title, xlabel="continuation position t", ylabel="offset ||h_a - h_b||")
-    for ax in axes[depth:]:
-        ax.set_visible(False)
-    axes[0].legend(fontsize=7)
-    cfg = summary["model"]
-    fig.suptitle(f"{cfg['n_layers']} layers, d_model {cfg['d_model']}, P = {summary['prompt_len']}, "
-                 f"{summary['n_pairs']} pairs" + ("" if recursion is not None else "; explicit bound not applicable"))
-    fig.tight_layout()
-    return fig
-
-
-def draw_bound(out_dir: str | Path) -> Path:
-    """Draw ``bound.png`` from ``bound.npz`` and ``bound.json`` in ``out_dir``."""
-    out_dir = Path(out_dir)
-    summary = load_json(out_dir / "bound.json")
-    with np.load(out_dir / "bound.npz") as data:
-        bounds = (data["recursion"], data["closed"]) if "recursion" in data else (None, None)
-        fig = bound_figure(data["t"], data["l2"], data["relay_shape"], summary, *bounds)
-    return save_figure(out_dir / "bound.png", fig)

@@ -1,0 +1,144 @@
+"""Two checks of the no-hair bound against measured offsets ``d_l(t)`` (``prompt_pair_offsets``).
+
+* shape: the log-log slope of ``d_l(t) / s_l(t)`` over ``t`` in ``[T/16, T]`` (mean over pairs,
+  bootstrap interval over pairs) must be at most zero within the interval, where ``s_l`` is the
+  solvable relay model's ``delta_l`` (``relay.offsets`` with its defaults). ``s_l`` is
+  ``Theta(P (log t)^(l-1) / t)``, so a bounded ratio to one is a bounded ratio to the other, but
+  ``s_l`` also carries the finite-``t`` corrections: the ratio of ``s_l`` itself to
+  ``P (log t)^(l-1) / t`` still rises at any reachable ``t`` (it tends to ``1/(l-1)!`` from below),
+  so that literal ratio's slope is reported too, for information, not as the test.
+* explicit: the max over pairs of ``d_l(t)`` never exceeds the bound (``conditions.explicit_bounds``),
+  at any layer and ``t``; the margin (bound / measured, minimum over ``t``) says by how much it holds.
+
+``check_bound`` runs both on a model and writes ``bound.npz``, ``bound.json`` and ``bound.png``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from nohair_jax import relay
+from nohair_jax.bound.conditions import BoundNotApplicable, explicit_bounds, measure_conditions
+from nohair_jax.bound.report import draw_bound
+from nohair_jax.fit import fit_power_law, summary_curve
+from nohair_jax.model import Transformer
+from nohair_jax.offsets import prompt_pair_offsets
+from nohair_jax.pairs import PromptPairs
+from nohair_jax.results import load_json, save_json, save_npz, written_together
+
+def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) -> list[dict]:
+    """Check (a): does ``d_l(t)`` decay at least like the bound's shape over the upper range of ``t``?
+
+    t: [T] positions 1..T; l2: [n_pairs, L+1, T] offsets. For each layer 1..L the ratio of the
+    offsets to the relay model's ``delta_l`` (``relay.offsets(P, T, L)``) is fitted over
+    ``[max(2, T // 16), T]`` (``fit_power_law``, mean over pairs, bootstrap over pairs):
+    ``slope`` and ``interval`` are its log-log slope and interval; ``passes`` when the interval
+    reaches down to zero or below (the slope itself when there is no interval, None). ``slope_log_shape``, ``interval_log_shape``: the same for the
+    ratio to ``P (log t)^(l-1) / t`` (information only; see the module docstring).
+    ``relay_prefactor``: the factor that best lays the relay shape on the mean curve in the window
+    (least squares in log space). A layer that cannot be fitted gets ``{"layer", "error"}``.
+    """
+    length, depth = l2.shape[-1], l2.shape[1] - 1
+    t_min = max(2, length // 16)
+    window = np.asarray(t) >= t_min
+    t = np.asarray(t, np.float64)[window]  # from here on only the window (log t = 0 at t = 1)
+    shape = np.asarray(relay.offsets(prompt_len, length, depth))[:, window]
+    results = []
+    for layer in range(1, depth + 1):
+        measured = np.asarray(l2, np.float64)[:, layer, window]
+        entry = {"layer": layer, "window": [t_min, length]}
+        try:
+            for suffix, reference in (("", shape[layer]), ("_log_shape", prompt_len * np.log(t) ** (layer - 1) / t)):
+                fit = fit_power_law(t, measured / reference, t_min=t_min, n_boot=n_boot, seed=seed)
+                entry["slope" + suffix] = -fit.alpha
+                entry["interval" + suffix] = None if fit.ci is None else [-fit.ci[1], -fit.ci[0]]
+        except ValueError as err:  # offsets not positive in the window, too short a window
+            results.append({"layer": layer, "error": str(err)})
+            continue
+        entry["relay_prefactor"] = float(np.exp(np.mean(np.log(summary_curve(measured) / shape[layer]))))
+        # Without a bootstrap (one pair, n_boot = 0) there is no interval: judge the point estimate.
+        entry["passes"] = bool((entry["slope"] if entry["interval"] is None else entry["interval"][0]) <= 0.0)
+        results.append(entry)
+    return results
+
+
+def explicit_check(l2, recursion, closed) -> list[dict]:
+    """Check (b): the max over pairs of the offsets against the explicit bounds, per layer 1..L.
+
+    l2: [n_pairs, L+1, T]; recursion, closed: [L+1, T] (closed nan where it does not apply).
+    ``margin`` = min over t of bound / measured (inf where every offset is 0 or no t is covered) and
+    ``t_margin`` where it is attained (None if nowhere); ``holds`` = measured <= bound at every t.
+    The same with ``_closed`` for the closed form, where it applies (``t >= t0``).
+    """
+    worst = np.asarray(l2, np.float64).max(axis=0)
+    results = []
+    for layer in range(1, worst.shape[0]):
+        entry = {"layer": layer}
+        for suffix, bound in (("", recursion[layer]), ("_closed", closed[layer])):
+            covered = np.flatnonzero(np.isfinite(bound))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(worst[layer][covered] > 0, bound[covered] / worst[layer][covered], np.inf)
+            k = int(np.argmin(ratio)) if ratio.size else None
+            entry["margin" + suffix] = float(ratio[k]) if ratio.size else math.inf
+            entry["t_margin" + suffix] = None if k is None or not np.isfinite(ratio[k]) else int(covered[k] + 1)
+            entry["holds" + suffix] = bool((worst[layer][covered] <= bound[covered]).all())
+        results.append(entry)
+    return results
+
+
+def check_bound(
+    model: Transformer,
+    pairs: PromptPairs,
+    out_dir: str | Path,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    meta: dict | None = None,
+    progress: bool = True,
+) -> dict:
+    """Measure offsets and conditions, run both checks, save and draw; returns ``bound.json``'s contents.
+
+    Writes into ``out_dir``: ``bound.npz`` (t, l2 [n_pairs, L+1, T], relay_shape [L+1, T] and,
+    where the bound applies, recursion and closed [L+1, T]), ``bound.json`` (model config,
+    conditions, coefficients, both checks, ``meta``) and ``bound.png``. ``explicit`` is
+    ``{"error": reason}`` where the bound does not apply.
+    """
+    out_dir = Path(out_dir)
+    off = prompt_pair_offsets(model, *pairs, progress=progress)
+    cond = measure_conditions(model, *pairs)
+    length, depth = off.l2.shape[-1], off.l2.shape[1] - 1
+    arrays = dict(t=off.t, l2=off.l2, relay_shape=np.asarray(relay.offsets(off.prompt_len, length, depth)))
+    summary = {
+        "model": model.config.to_dict(),
+        "n_pairs": int(off.l2.shape[0]),
+        "prompt_len": off.prompt_len,
+        "length": length,
+        "meta": meta or {},
+        "conditions": cond.to_dict(),
+        "shape": shape_check(off.t, off.l2, off.prompt_len, n_boot=n_boot, seed=seed),
+    }
+    try:
+        bounds = explicit_bounds(cond, length)
+    except BoundNotApplicable as err:
+        summary["explicit"] = {"error": str(err)}
+    else:
+        summary["coefficients"] = {key: bounds[key] for key in ("a", "b", "C", "t0")}
+        summary["explicit"] = explicit_check(off.l2, bounds["recursion"], bounds["closed"])
+        arrays.update(recursion=bounds["recursion"], closed=bounds["closed"])
+    with written_together():
+        save_npz(out_dir / "bound.npz", **arrays)
+        save_json(out_dir / "bound.json", summary)
+    draw_bound(out_dir)
+    return load_json(out_dir / "bound.json")
+
+
+def check_row(checked: dict) -> dict:
+    """What the claims read of a ``check_bound`` summary: the failed conditions, the largest logit
+    per layer, the smallest block-norm sigma_min over sqrt(eps), both checks."""
+    cond, depth = checked["conditions"], checked["model"]["n_layers"]
+    return dict(depth=depth, failures=cond["failures"], logit_bound=cond["logit_bound"],
+                sigma_min_over_floor=min(cond["sigma_min"][: 2 * depth]) / cond["floor"],
+                explicit=checked["explicit"], shape=checked["shape"])

@@ -1,0 +1,97 @@
+"""A ``bound.json`` (``checks.check_bound``) read: as a text table and as one figure panel per layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from nohair_jax.fit import summary_curve
+from nohair_jax.results import load_json, save_figure
+
+def report(summary: dict) -> str:
+    """The conditions and both checks of a ``bound.json`` as a readable table."""
+    cond = summary["conditions"]
+    depth = len(cond["logit_bound"])
+    fmt = lambda values: " ".join(_number(v) for v in values)  # noqa: E731
+    lines = [
+        "conditions of the theorem (pre-LN, bounded logits, norm inputs away from zero):",
+        f"  pre-LN: {cond['norm_placement'] == 'pre'}    prompt logit bias: {cond['prompt_logit_bias']}    mlp: {cond['mlp']}",
+        f"  B_l (largest |logit|), layers 1..{depth}: {fmt(cond['logit_bound'])}",
+        f"  sigma_min (attention, MLP norm per layer; floor sqrt(eps) = {cond['floor']:.3g}): "
+        + "; ".join(f"{a:.3g}, {m:.3g}" for a, m in zip(cond["sigma_min"][0:2 * depth:2], cond["sigma_min"][1:2 * depth:2])),
+        f"  D_l (prompt offsets), layers 0..{depth}: {fmt(cond['prompt_offsets'])}",
+        "  all conditions hold" if not cond["failures"] else "  FAILS: " + "\n         ".join(cond["failures"]),
+    ]
+    explicit = summary["explicit"]
+    if "coefficients" in summary:
+        co = summary["coefficients"]
+        lines += [f"block coefficients a_l: {fmt(co['a'])}", f"                   b_l: {fmt(co['b'])}",
+                  f"closed-form constants C_l (t >= t0 = {co['t0']}): {fmt(co['C'])}"]
+    lines += ["", f"{'layer':>5}  {'shape: slope vs relay [interval]':>34}  {'ok':>3}  {'vs P(log t)^(l-1)/t':>20}  "
+              f"{'explicit margin':>15}  {'closed margin':>13}  holds"]
+    for layer in range(1, depth + 1):
+        shape = summary["shape"][layer - 1]
+        if "error" in shape:
+            left = f"{'no fit: ' + shape['error'][:60]:>63}"
+        else:
+            lo, hi = (_number(v, "+7.3f") for v in shape["interval"] or (None, None))
+            left = (f"{shape['slope']:+8.3f} [{lo:>7}, {hi:>7}]{'':>9}  {'yes' if shape['passes'] else 'NO':>3}  "
+                    f"{shape['slope_log_shape']:+20.3f}")
+        if "error" in explicit:
+            right = "not applicable"
+        else:
+            e = explicit[layer - 1]
+            holds = "yes" if e["holds"] and e["holds_closed"] else "VIOLATED"
+            right = f"{_number(e['margin']):>15}  {_number(e['margin_closed']):>13}  {holds}"
+        lines.append(f"{layer:>5}  {left}  {right}")
+    if "error" in explicit:
+        lines.append(f"explicit bound not applicable: {explicit['error']}")
+    return "\n".join(lines)
+
+
+def _number(value, spec=".3g") -> str:
+    """A JSON number for a table; None is what JSON keeps of inf and nan (an all-zero offset curve)."""
+    return "-" if value is None else format(value, spec)
+
+
+def bound_figure(t, l2, relay_shape, summary: dict, recursion=None, closed=None) -> Figure:
+    """One log-log panel per layer: measured offsets (mean and max over pairs), the relay model's shape
+    with its fitted prefactor, the explicit bound (recursion and closed form). Arrays as in ``bound.npz``."""
+    depth = l2.shape[1] - 1
+    cols = min(depth, 3)
+    rows = -(-depth // cols)
+    fig = Figure(figsize=(5 * cols, 3.8 * rows))
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False).ravel())
+    for layer, ax in enumerate(axes[:depth], start=1):
+        positive = (l2[:, layer] > 0).all(axis=0)
+        ax.loglog(t[positive], summary_curve(l2[:, layer])[positive], color="C0", label="measured, mean over pairs")
+        ax.loglog(t[positive], l2[:, layer].max(axis=0)[positive], color="C0", lw=0.7, alpha=0.6, label="measured, max")
+        shape = summary["shape"][layer - 1]
+        if "relay_prefactor" in shape:
+            ax.loglog(t, shape["relay_prefactor"] * relay_shape[layer], "k--", lw=1, label="relay model, fitted prefactor")
+        title = f"layer {layer}"
+        if recursion is not None:
+            ax.loglog(t, recursion[layer], color="C3", label="explicit bound (recursion)")
+            ax.loglog(t, closed[layer], color="C3", ls=":", label="C_l P (log t)^(l-1) / t")
+            title += f": bound / measured >= {_number(summary['explicit'][layer - 1]['margin'])}"
+        ax.set(title=title, xlabel="continuation position t", ylabel="offset ||h_a - h_b||")
+    for ax in axes[depth:]:
+        ax.set_visible(False)
+    axes[0].legend(fontsize=7)
+    cfg = summary["model"]
+    fig.suptitle(f"{cfg['n_layers']} layers, d_model {cfg['d_model']}, P = {summary['prompt_len']}, "
+                 f"{summary['n_pairs']} pairs" + ("" if recursion is not None else "; explicit bound not applicable"))
+    fig.tight_layout()
+    return fig
+
+
+def draw_bound(out_dir: str | Path) -> Path:
+    """Draw ``bound.png`` from ``bound.npz`` and ``bound.json`` in ``out_dir``."""
+    out_dir = Path(out_dir)
+    summary = load_json(out_dir / "bound.json")
+    with np.load(out_dir / "bound.npz") as data:
+        bounds = (data["recursion"], data["closed"]) if "recursion" in data else (None, None)
+        fig = bound_figure(data["t"], data["l2"], data["relay_shape"], summary, *bounds)
+    return save_figure(out_dir / "bound.png", fig)
