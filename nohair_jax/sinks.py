@@ -2,8 +2,9 @@
 
 A sink is a key that takes a large share of every query's attention whatever the distance. Under
 pure dilution (every logit equal) key ``j``'s share at query ``i`` (0-based) is ``1 / (i + 1)``,
-so a share of the first keys far above ``dilution_share`` marks them as a sink: the prompt's
-first token then does not dilute as the theorem's bound assumes (docs/contrasts.md#sinks).
+so a share of the first keys far above ``dilution_share`` marks them as a sink. The bound allows
+such a weight only through its factor ``e^(2B)`` on ``1 / i`` (docs/definitions.md#bound;
+measured on SmolLM2 in docs/contrasts.md).
 """
 
 from __future__ import annotations
