@@ -91,18 +91,13 @@ def _conditions(model, pairs: nh.PromptPairs) -> dict:
 def _measure_variant(cfg, pairs, p: dict, corpus, out: Path) -> tuple[dict, dict]:
     """The variant's summary row, and its curves for the comparisons: when -> (l2, floor, groups)."""
     fits = dict(t_min=p["t_min"], n_boot=p["n_boot"])
-    curves, floors, init_conditions = [], [], []
+    inits, init_conditions = [], []
     for seed in p["init_seeds"]:
         model = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
-        m = nh.measure(model, pairs, fit_kwargs=fits)
-        m.save(out / f"init_seed{seed}", meta=dict(experiment="architecture_contrasts", init_seed=seed))
-        curves.append(m.offsets.l2)
-        floors.append(m.floor)
+        inits.append(nh.measure(model, pairs, fit_kwargs=fits))
+        inits[-1].save(out / f"init_seed{seed}", meta=dict(experiment="architecture_contrasts", init_seed=seed))
         init_conditions.append(_conditions(model, pairs))
-    pooled = np.concatenate(curves)  # every seed's pairs: intervals resample seeds, then pairs within them
-    groups = np.repeat(np.arange(len(curves)), [c.shape[0] for c in curves])
-    t = np.arange(1, pooled.shape[-1] + 1)
-    init_fits = nh.fit_layers(t, pooled, np.max(floors, axis=0), groups=groups, **fits)
+    init = nh.pool(inits, **fits)  # every seed's pairs: intervals resample seeds, then pairs within them
 
     steps = p["steps"]
     train_cfg = TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
@@ -111,14 +106,14 @@ def _measure_variant(cfg, pairs, p: dict, corpus, out: Path) -> tuple[dict, dict
     trained = nh.measure(result.model, pairs, fit_kwargs=fits)
     trained.save(out / "trained", meta=dict(experiment="architecture_contrasts", steps=steps))
     bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
-    row = dict(init=dict(seeds=list(p["init_seeds"]), fits=[f.to_dict() for f in init_fits], conditions=init_conditions),
+    row = dict(init=dict(seeds=list(p["init_seeds"]), fits=[f.to_dict() for f in init.fits], conditions=init_conditions),
                trained=dict(steps=steps, bits_per_byte=bits, fits=[f.to_dict() for f in trained.fits],
                             conditions=_conditions(result.model, pairs)),
                relay_applies=_relay_applies(cfg))
     if cfg.sliding_window is not None:
-        row["window_reach"] = dict(init=window_reach(pooled, cfg.sliding_window),
+        row["window_reach"] = dict(init=window_reach(init.l2, cfg.sliding_window),
                                    trained=window_reach(trained.offsets.l2, cfg.sliding_window))
-    return row, dict(init=(pooled, np.max(floors, axis=0), groups), trained=(trained.offsets.l2, trained.floor, None))
+    return row, dict(init=(init.l2, init.floor, init.groups), trained=(trained.offsets.l2, trained.floor, None))
 
 
 def _last_layer_difference(a: tuple, b: tuple, p: dict) -> dict:

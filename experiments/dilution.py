@@ -76,23 +76,19 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     rows = []
     for depth in p["depths"]:
         print(f"depth {depth}: {len(p['seeds'])} seeds x {p['n_pairs']} pairs, T = {p['length']}", flush=True)
-        curves, floors = {}, {}
+        pooled = {}
         for name, gamma in VARIANTS.items():
             runs = []
             for k in p["seeds"]:
                 folder = out / f"depth_{depth}" / f"{name}_seed{seed + k}"
-                m = nh.measure(uniform_model(depth, seed + k, gamma, p), pairs, floor_pairs=1, fit_kwargs=fits)
-                m.save(folder, meta=dict(experiment="dilution", variant=name, seed=seed + k))
-                runs.append((m.offsets.l2, m.floor))
-            curves[name] = np.concatenate([l2 for l2, _ in runs])  # [seeds * pairs, L+1, T]
-            floors[name] = np.max([floor for _, floor in runs], axis=0)
-        groups = np.repeat(np.arange(len(p["seeds"])), p["n_pairs"])
-        pooled = {name: nh.fit_layers(t, curves[name], floors[name], groups=groups, **fits) for name in VARIANTS}
-        row = dict(depth=depth, **{name: [fit.to_dict() for fit in pooled[name]] for name in VARIANTS})
-        row["difference"] = [_difference(t, curves, floors, layer, groups, fits) for layer in range(1, depth + 1)]
+                runs.append(nh.measure(uniform_model(depth, seed + k, gamma, p), pairs, floor_pairs=1, fit_kwargs=fits))
+                runs[-1].save(folder, meta=dict(experiment="dilution", variant=name, seed=seed + k))
+            pooled[name] = nh.pool(runs, **fits)  # [seeds * pairs, L+1, T], intervals over seeds, then pairs
+        row = dict(depth=depth, **{name: [fit.to_dict() for fit in pooled[name].fits] for name in VARIANTS})
+        row["difference"] = [_difference(t, pooled, layer, fits) for layer in range(1, depth + 1)]
         relay = np.asarray(nh.relay.offsets(p["prompt_len"], p["length"], depth))
         windows = [f.t_range if isinstance(f, nh.PowerLawFit) else (p["t_min"], p["length"])  # the relay model on the same
-                   for f in pooled["uniform"]]
+                   for f in pooled["uniform"].fits]
         row["relay"] = [nh.fit_power_law(t, relay[layer], t_min=w[0], t_max=w[1], n_boot=0).alpha
                         for layer, w in enumerate(windows, start=1)]
         rows.append(row)
@@ -103,12 +99,12 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     return summary
 
 
-def _difference(t, curves: dict, floors: dict, layer: int, groups: np.ndarray, fits: dict) -> dict:
-    """alpha(uniform) - alpha(uniform_bias) at one layer on a common window, one interval."""
+def _difference(t, pooled: dict, layer: int, fits: dict) -> dict:
+    """alpha(uniform) - alpha(uniform_bias) at one layer on a common window, one interval (``nh.Pooled`` each)."""
+    a, b = pooled["uniform"], pooled["uniform_bias"]
     try:
-        return nh.alpha_difference(t, curves["uniform"][:, layer], curves["uniform_bias"][:, layer],
-                                   floor_a=floors["uniform"][layer], floor_b=floors["uniform_bias"][layer],
-                                   groups_a=groups, groups_b=groups, **fits).to_dict()
+        return nh.alpha_difference(t, a.l2[:, layer], b.l2[:, layer], floor_a=a.floor[layer], floor_b=b.floor[layer],
+                                   groups_a=a.groups, groups_b=b.groups, **fits).to_dict()
     except ValueError as err:  # a window refused by the noise floor on either side
         return nh.FitRefused(str(err)).to_dict()
 

@@ -169,7 +169,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     how = dict(floor_pairs=1, kl_positions="log", fit_kwargs=_fits(p))
     trained = nh.measure(model, pairs, progress=True, **how)
     trained.save(out / "trained", meta=meta)
-    inits, floors, curves, init0 = [], [], [], None
+    inits, measured, init0 = [], [], None
     for seed in p["init_seeds"]:
         init = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
         if init0 is None:
@@ -177,20 +177,17 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
         sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
         m = nh.measure(init, sub, progress=True, **how)
         inits.append(dict(seed=seed, fits=m.save(out / f"init_seed{seed}", meta=dict(meta, init_seed=seed))["fits"]))
-        curves.append(m.offsets.l2)
-        floors.append(m.floor)
-    pooled = np.concatenate(curves)  # every seed's pairs; intervals resample seeds, then pairs within them
-    seed_of_pair = np.repeat(np.arange(len(curves)), [c.shape[0] for c in curves])
-    init_floor = np.max(floors, axis=0)
-    t = np.arange(1, pooled.shape[-1] + 1)
-    init_fits = [fit.to_dict() for fit in nh.fit_layers(t, pooled, init_floor, groups=seed_of_pair, **_fits(p))]
+        measured.append(m)
+    pooled = nh.pool(measured, **_fits(p))  # every seed's pairs; intervals resample seeds, then pairs within them
+    t, init_floor = pooled.t, pooled.floor
+    init_fits = [fit.to_dict() for fit in pooled.fits]
     trained_l2, trained_floor = trained.offsets.l2, trained.floor
     difference = []  # trained minus init, per layer, on a common window
     for layer in range(1, cfg.n_layers + 1):
         try:
             difference.append(nh.alpha_difference(
-                t, trained_l2[:, layer], pooled[:, layer], t_min=p["fit_t_min"], floor_a=trained_floor[layer],
-                floor_b=init_floor[layer], groups_b=seed_of_pair, n_boot=p["n_boot"]).to_dict())
+                t, trained_l2[:, layer], pooled.l2[:, layer], t_min=p["fit_t_min"], floor_a=trained_floor[layer],
+                floor_b=init_floor[layer], groups_b=pooled.groups, n_boot=p["n_boot"]).to_dict())
         except ValueError as err:  # a window refused by the noise floor on either side
             difference.append(nh.FitRefused(str(err)).to_dict())
 
@@ -203,7 +200,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
         trained=dict(fits=[fit.to_dict() for fit in trained.fits], **_side_measures(model, pairs, windows, p, trained_l2)),
         init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
                   interval="hierarchical bootstrap: seeds, then pairs within them",
-                  **_side_measures(init0, pairs, windows, p, curves[0], split=False)),  # the split: trained only
+                  **_side_measures(init0, pairs, windows, p, measured[0].offsets.l2, split=False)),  # the split: trained only
         trained_minus_init=difference,
         system_prompts=_system_prompts(model, tokenizer, text, p, out),
     )

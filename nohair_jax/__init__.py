@@ -26,7 +26,7 @@ _EXPORTS = {
             "alpha_vs_window", "bootstrap_indices", "compare_decay_laws", "fit_from_dict", "fit_layers", "fit_or_refuse", "fit_power_law",
             "kl_half_life", "local_exponent", "noise_floor_curve", "summary_curve"),
     "model": ("Diagnostics", "ForwardOutput", "Transformer", "untrained_model"),
-    "measurement": ("Measurement", "measure"),
+    "measurement": ("Measurement", "Pooled", "measure", "pool"),
     "offsets": ("Offsets", "measure_noise_floor", "pair_offsets", "prompt_pair_offsets", "sweep_mesh", "sweep_offsets"),
     "pairs": ("PromptPairs", "random_prompt_pairs", "text_prompt_pairs"),
     "sinks": ("dilution_share", "sink_attention"),

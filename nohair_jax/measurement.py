@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from jax.sharding import Mesh
@@ -140,6 +141,31 @@ def measure(
     fits = tuple(fit_layers(offsets.t, offsets.l2, floor, **fit_kwargs))
     return Measurement(offsets=offsets, floor=floor, fits=fits, config=models[0].config, fit_settings=fit_kwargs,
                        floor_pairs=floor_pairs, n_models=len(models) if stacked else None)
+
+
+class Pooled(NamedTuple):
+    """Several measurements of one architecture on pairs of one shape (seeds, say) as one sample.
+
+    t [T]; l2 [sum of N, L+1, T]; floor [L+1, T], the largest of their floors (None if one has none);
+    groups int [sum of N], the measurement each pair came from; fits per layer 1..L, whose intervals
+    resample the measurements, then the pairs within them (``fit_power_law``'s ``groups``).
+    """
+
+    t: np.ndarray
+    l2: np.ndarray
+    floor: np.ndarray | None
+    groups: np.ndarray
+    fits: tuple[PowerLawFit | FitRefused, ...]
+
+
+def pool(measurements: list[Measurement], **fit_kwargs) -> Pooled:
+    """The ``measurements`` pooled and fitted per layer (``fit.fit_layers`` with ``fit_kwargs``)."""
+    l2 = np.concatenate([m.offsets.l2 for m in measurements])
+    groups = np.repeat(np.arange(len(measurements)), [m.offsets.l2.shape[0] for m in measurements])
+    floors = [m.floor for m in measurements]
+    floor = None if any(f is None for f in floors) else np.max(floors, axis=0)
+    t = measurements[0].offsets.t
+    return Pooled(t, l2, floor, groups, tuple(fit_layers(t, l2, floor, groups=groups, **fit_kwargs)))
 
 
 def draw_offsets(out_dir: str | Path) -> Path:

@@ -60,3 +60,17 @@ def test_stacked_models_keep_a_model_axis_even_for_one(make_tiny, pairs):
     assert one.n_models == 1 and one.arrays()["l2"].shape == (1, 3, 4, 40)
     with pytest.raises(ValueError, match="float64 and kl_positions"):
         nh.measure(models, pairs, float64=True)
+
+
+def test_pool_is_every_measurement_concatenated_with_its_index_and_the_largest_floor(make_tiny):
+    """``pool`` against doing it by hand: the pairs of both seeds in order, groups 0 then 1, the floor
+    the larger of the two at every point, and the fits those give ``fit_layers`` with ``groups``."""
+    pairs = nh.random_prompt_pairs(0, 3, 4, 40, 64)
+    runs = [nh.measure(make_tiny(seed=s), pairs, fit_kwargs=dict(t_min=4, n_boot=50)) for s in (0, 1)]
+    pooled = nh.pool(runs, t_min=4, n_boot=50)
+    np.testing.assert_array_equal(pooled.l2, np.concatenate([runs[0].offsets.l2, runs[1].offsets.l2]))
+    np.testing.assert_array_equal(pooled.groups, [0, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(pooled.floor, np.maximum(runs[0].floor, runs[1].floor))
+    assert pooled.fits == tuple(nh.fit_layers(pooled.t, pooled.l2, pooled.floor, groups=pooled.groups, t_min=4, n_boot=50))
+    assert nh.pool([runs[0]], t_min=4).fits == tuple(nh.fit_layers(runs[0].offsets.t, runs[0].offsets.l2, runs[0].floor,
+                                                                       groups=np.zeros(3, int), t_min=4))
