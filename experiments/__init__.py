@@ -10,9 +10,50 @@ import argparse
 import atexit
 from pathlib import Path
 
+import numpy as np
+
 from nohair_jax.model import untrained_model
 from nohair_jax.pairs import random_prompt_pairs
 from nohair_jax.results import FolderBusyError, folder_lock
+
+REAL_MODEL = "smollm2-135m"  # the packaged real model the real-model experiments measure
+
+
+def real_model_available() -> str | None:
+    """None when the packaged real model is installed, else why not (with the pip command)."""
+    from nohair_jax.checkpoints import CheckpointError, packaged_model_path
+
+    try:
+        packaged_model_path(REAL_MODEL)
+    except CheckpointError as err:
+        return str(err)
+    return None
+
+
+def first_layers(model, n: int | None):
+    """The model cut to its first ``n`` blocks (final norm and output embedding kept); None: all
+    (smoke profiles: a 30-layer compile takes half a minute)."""
+    if n is None:
+        return model
+    import dataclasses
+
+    from flax import nnx
+
+    from nohair_jax.model import Transformer
+
+    cfg = dataclasses.replace(model.config, n_layers=n)
+    graphdef, _ = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+    state = nnx.state(model)
+    state["blocks"] = nnx.State({i: state["blocks"][i] for i in range(n)})
+    return nnx.merge(graphdef, state)
+
+
+def heldout_text_tokens(tokenizer) -> np.ndarray:
+    """The embedded corpus's held-out text, tokenized with a model's tokenizer: int [N]."""
+    from nohair_jax.data import decode, stdlib_corpus
+    from nohair_jax.tokenization import tokenize
+
+    return tokenize(tokenizer, decode(stdlib_corpus().heldout))
 
 
 def untrained_model_and_pairs(p: dict, depth: int, seed: int):
@@ -48,3 +89,18 @@ def parse_experiment_args(parser: argparse.ArgumentParser) -> argparse.Namespace
         parser.exit(2, f"{parser.prog}: error: --out {err}\n")
     atexit.register(lock.__exit__, None, None, None)
     return args
+
+
+def script_main(doc: str, name: str, profiles, run, table, *, available=None) -> None:
+    """An experiment's ``main``: its command line (``experiment_parser``, no seed), one line and exit
+    where ``available()`` says why it cannot run here, then ``run``, ``table(summary)`` printed, and
+    the claims that the part's summary judges."""
+    from nohair_jax.claims import part_claims_text
+
+    args = parse_experiment_args(experiment_parser(doc, name, profiles, seed=False))
+    reason = available() if available else None
+    if reason:
+        raise SystemExit(reason)
+    summary = run(args.profile, args.out)
+    print(table(summary))
+    print(part_claims_text(name, summary))

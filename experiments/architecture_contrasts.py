@@ -31,9 +31,8 @@ from tqdm.auto import tqdm
 
 import nohair_jax as nh
 from nohair_jax.bound import measure_conditions
-from nohair_jax.claims import part_claims_text
 from nohair_jax.config import PromptLogitBias, default_config
-from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.experiments import script_main
 from nohair_jax.results import load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, train
 
@@ -121,12 +120,8 @@ def _last_layer_difference(a: tuple, b: tuple, p: dict) -> dict:
     (l2, floor, groups); a FitRefused's dict where the noise floor or the window refuses it."""
     (l2_a, floor_a, groups_a), (l2_b, floor_b, groups_b) = a, b
     t = np.arange(1, l2_a.shape[-1] + 1)
-    try:
-        return nh.alpha_difference(t, l2_a[:, -1], l2_b[:, -1], t_min=p["t_min"], floor_a=floor_a[-1],
-                                   floor_b=floor_b[-1], groups_a=groups_a, groups_b=groups_b,
-                                   n_boot=p["n_boot"]).to_dict()
-    except ValueError as err:
-        return nh.FitRefused(str(err)).to_dict()
+    return nh.difference_or_refuse(t, l2_a[:, -1], l2_b[:, -1], t_min=p["t_min"], floor_a=floor_a[-1], floor_b=floor_b[-1],
+                                   groups_a=groups_a, groups_b=groups_b, n_boot=p["n_boot"]).to_dict()
 
 
 def run(profile: str, out: Path, settings: dict | None = None) -> dict:
@@ -211,11 +206,7 @@ def draw(out: Path) -> None:
 
 
 def main() -> None:
-    parser = experiment_parser(__doc__, "architecture_contrasts", PROFILES, seed=False)
-    args = parse_experiment_args(parser)
-    summary = run(args.profile, args.out)
-    print(table(summary))
-    print(part_claims_text("architecture_contrasts", summary))
+    script_main(__doc__, "architecture_contrasts", PROFILES, run, table)
 
 
 if __name__ == "__main__":

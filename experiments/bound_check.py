@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from nohair_jax.bound import check_bound, check_row
+from nohair_jax.bound import NotApplicable, ShapeCheck, check_bound, check_row, explicit_from_saved, shape_from_dict
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -49,9 +49,10 @@ def draw(out: Path) -> None:
     fig = Figure(figsize=(6, 4.2))
     ax = fig.subplots()
     for row in saved["rows"]:
-        if "error" in row["explicit"]:
+        explicit = explicit_from_saved(row["explicit"])
+        if isinstance(explicit, NotApplicable):
             continue
-        margins = [e["margin"] for e in row["explicit"]]
+        margins = [e.margin for e in explicit]
         ax.semilogy(np.arange(1, len(margins) + 1), margins, "o-", label=f"depth {row['depth']}")
     ax.axhline(1.0, color="k", lw=0.8, label="bound = measured")
     ax.set(xlabel="layer", ylabel="min over t of bound / measured offset",
@@ -65,8 +66,10 @@ def main() -> None:
     args = parse_experiment_args(experiment_parser(__doc__, "bound_check", PROFILES))
     for row in run(args.profile, args.out, args.seed)["rows"]:
         holds = "conditions hold" if not row["failures"] else "; ".join(row["failures"])
-        margins = ", ".join(f"{e['margin']:.3g}" for e in row["explicit"]) if "error" not in row["explicit"] else "n/a"
-        shape = ", ".join("pass" if s.get("passes") else "fail" for s in row["shape"])
+        explicit = explicit_from_saved(row["explicit"])
+        margins = "n/a" if isinstance(explicit, NotApplicable) else ", ".join(f"{e.margin:.3g}" for e in explicit)
+        shape = ", ".join("pass" if isinstance(c, ShapeCheck) and c.passes else "fail"
+                          for c in map(shape_from_dict, row["shape"]))
         print(f"depth {row['depth']}: {holds}; margins {margins}; shape {shape}")
 
 

@@ -53,11 +53,13 @@ def _last_layer_rows(summary: dict) -> list[dict]:
     """One line per cell: its axes, last-layer alpha with interval, per-seed range, relay alpha."""
     rows = []
     for row in summary["rows"]:
-        fit = row["fits"][-1]
+        fit = nh.fit_from_dict(row["fits"][-1])
+        fitted = isinstance(fit, nh.PowerLawFit)
         seeds = [a[-1] for a in row["seed_alpha"] if a[-1] is not None]
         rows.append(dict(
             depth=row["depth"], width=row["width"], prompt_len=row["prompt_len"], length=row["length"],
-            alpha=fit.get("alpha"), ci=fit.get("ci"), t_range=fit.get("t_range"),
+            alpha=fit.alpha if fitted else None, ci=list(fit.ci) if fitted and fit.ci else None,
+            t_range=list(fit.t_range) if fitted else None,
             seed_range=[min(seeds), max(seeds)] if seeds else None,
             relay=row["relay_alpha"][-1], relay_no_residual=row["relay_alpha_no_residual"][-1],
         ))
@@ -81,11 +83,8 @@ def depth_differences(folder: Path, summary: dict, shared: dict) -> list[dict]:
                                np.repeat(np.arange(seeds), pairs)))
         for (d1, t, a, floor_a, g_a), (d2, _, b, floor_b, g_b) in zip(curves, curves[1:]):
             entry = dict(width=width, prompt_len=prompt_len, length=length, depths=[d1, d2])
-            try:
-                entry.update(nh.alpha_difference(t, a, b, t_min=shared["fit_t_min"], floor_a=floor_a, floor_b=floor_b,
-                                                  groups_a=g_a, groups_b=g_b, n_boot=shared["n_boot"]).to_dict())
-            except ValueError as err:
-                entry.update(nh.FitRefused(str(err)).to_dict())
+            entry.update(nh.difference_or_refuse(t, a, b, t_min=shared["fit_t_min"], floor_a=floor_a, floor_b=floor_b,
+                                                 groups_a=g_a, groups_b=g_b, n_boot=shared["n_boot"]).to_dict())
             out.append(entry)
     return out
 

@@ -102,11 +102,8 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
 def _difference(t, pooled: dict, layer: int, fits: dict) -> dict:
     """alpha(uniform) - alpha(uniform_bias) at one layer on a common window, one interval (``nh.Pooled`` each)."""
     a, b = pooled["uniform"], pooled["uniform_bias"]
-    try:
-        return nh.alpha_difference(t, a.l2[:, layer], b.l2[:, layer], floor_a=a.floor[layer], floor_b=b.floor[layer],
+    return nh.difference_or_refuse(t, a.l2[:, layer], b.l2[:, layer], floor_a=a.floor[layer], floor_b=b.floor[layer],
                                    groups_a=a.groups, groups_b=b.groups, **fits).to_dict()
-    except ValueError as err:  # a window refused by the noise floor on either side
-        return nh.FitRefused(str(err)).to_dict()
 
 
 def draw(out: Path) -> None:

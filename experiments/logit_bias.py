@@ -82,10 +82,7 @@ def in_context(out: Path, p: dict, runs: dict) -> dict:
         row = dict(step=int(step))
         for name, (_, l2, floor) in curves.items():
             row[name] = nh.fit_or_refuse(t, l2, t_max=t_max, floor=floor).to_dict()
-        try:
-            row["difference"] = nh.alpha_difference(t, bias, plain, t_max=t_max, floor_a=floor_b, floor_b=floor_p).to_dict()
-        except ValueError as err:
-            row["difference"] = nh.FitRefused(str(err)).to_dict()
+        row["difference"] = nh.difference_or_refuse(t, bias, plain, t_max=t_max, floor_a=floor_b, floor_b=floor_p).to_dict()
         rows.append(row)
     return dict(t_max=t_max, steps_total=p["steps"], rows=rows)
 

@@ -37,17 +37,18 @@ from flax import nnx
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.bound import BoundNotApplicable, explicit_bounds, measure_conditions, shape_check
-from nohair_jax.checkpoints import PACKAGED_MODELS, CheckpointError, packaged_model_path
+from nohair_jax.bound import BoundNotApplicable, NotApplicable, explicit_bounds, measure_conditions, shape_check
+from nohair_jax.checkpoints import PACKAGED_MODELS, packaged_model_path
 from nohair_jax.tokenization import tokenize
 from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
 from nohair_jax.figures import drawn_layers
-from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.experiments import (REAL_MODEL, experiment_parser, first_layers, heldout_text_tokens, parse_experiment_args,
+                                    real_model_available)
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.layer_measures import layer_measures
 
-CHECKPOINT = "smollm2-135m"
+CHECKPOINT = REAL_MODEL
 PROFILES = {
     # first_layers keeps only the model's first blocks (smoke only: a 30-layer compile takes half a minute).
     "smoke": dict(first_layers=2, prompt_len=4, length=64, n_pairs=2, init_seeds=(0,), init_pairs=2, side_pairs=1,
@@ -67,32 +68,7 @@ USER_TURN = "<|im_start|>user\n"
 CLUSTER_TOL = 0.5
 
 
-def available() -> str | None:
-    """None when the packaged model is installed, else why not (with the pip command)."""
-    try:
-        packaged_model_path(CHECKPOINT)
-    except CheckpointError as err:
-        return str(err)
-    return None
-
-
-def _first_layers(model: nh.Transformer, n: int | None) -> nh.Transformer:
-    """The model cut to its first ``n`` blocks (final norm and output embedding kept); None: all."""
-    if n is None:
-        return model
-    import dataclasses
-
-    cfg = dataclasses.replace(model.config, n_layers=n)
-    short = nnx.eval_shape(lambda: nh.Transformer(cfg, rngs=nnx.Rngs(0)))
-    graphdef, _ = nnx.split(short)
-    state = nnx.state(model)
-    state["blocks"] = nnx.State({i: state["blocks"][i] for i in range(n)})
-    return nnx.merge(graphdef, state)
-
-
-def _text_tokens(tokenizer) -> np.ndarray:
-    """The embedded corpus's held-out text, tokenized with the model's tokenizer: int [N]."""
-    return tokenize(tokenizer, nh.decode(nh.stdlib_corpus().heldout))
+available = real_model_available  # reproduce skips the part where this says why
 
 
 def _fits(p: dict) -> dict:
@@ -107,8 +83,8 @@ def _bound(conditions, l2: np.ndarray, p: dict) -> dict:
         explicit = explicit_bounds(conditions, l2.shape[-1])
         constants = dict(C=explicit["C"].tolist(), a=explicit["a"].tolist(), b=explicit["b"].tolist())
     except BoundNotApplicable as err:
-        constants = {"error": str(err)}
-    return dict(constants=constants, shape=shape_check(t, l2, p["prompt_len"], n_boot=p["n_boot"]))
+        constants = NotApplicable(str(err)).to_dict()
+    return dict(constants=constants, shape=[e.to_dict() for e in shape_check(t, l2, p["prompt_len"], n_boot=p["n_boot"])])
 
 
 def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l2: np.ndarray, *,
@@ -158,9 +134,9 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     p["init_seeds"] = tuple(p["init_seeds"])
     start = time.perf_counter()
     model, tokenizer = nh.load_checkpoint(CHECKPOINT)
-    model = _first_layers(model, p["first_layers"])
+    model = first_layers(model, p["first_layers"])
     cfg = model.config
-    text = _text_tokens(tokenizer)
+    text = heldout_text_tokens(tokenizer)
     pairs = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"])
     windows = nh.text_prompt_pairs(text, 3, p["dynamics_windows"], 1, p["dynamics_len"]).continuations
 
@@ -182,14 +158,11 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     t, init_floor = pooled.t, pooled.floor
     init_fits = [fit.to_dict() for fit in pooled.fits]
     trained_l2, trained_floor = trained.offsets.l2, trained.floor
-    difference = []  # trained minus init, per layer, on a common window
-    for layer in range(1, cfg.n_layers + 1):
-        try:
-            difference.append(nh.alpha_difference(
-                t, trained_l2[:, layer], pooled.l2[:, layer], t_min=p["fit_t_min"], floor_a=trained_floor[layer],
-                floor_b=init_floor[layer], groups_b=pooled.groups, n_boot=p["n_boot"]).to_dict())
-        except ValueError as err:  # a window refused by the noise floor on either side
-            difference.append(nh.FitRefused(str(err)).to_dict())
+    difference = [  # trained minus init, per layer, on a common window
+        nh.difference_or_refuse(t, trained_l2[:, layer], pooled.l2[:, layer], t_min=p["fit_t_min"],
+                                floor_a=trained_floor[layer], floor_b=init_floor[layer], groups_b=pooled.groups,
+                                n_boot=p["n_boot"]).to_dict()
+        for layer in range(1, cfg.n_layers + 1)]
 
     summary = dict(
         profile=profile, settings=p, paper=PAPER, model=cfg.to_dict(), checkpoint=dict(

@@ -85,16 +85,11 @@ def run(
 
 def _differences(trained, untrained, p: dict) -> list[dict]:
     """Per layer, alpha after training minus alpha at initialisation inside the training context,
-    one interval on the difference (``fit.alpha_difference``); ``{"error": ...}`` where refused."""
+    one interval on the difference (``fit.difference_or_refuse``): a FitRefused's dict where refused."""
     (t, l2_trained, floor_trained), (_, l2_untrained, floor_untrained) = trained, untrained
-    rows = []
-    for layer in range(1, l2_trained.shape[1]):
-        try:
-            rows.append(nh.alpha_difference(t, l2_trained[:, layer], l2_untrained[:, layer], t_max=p["context"] - p["prompt_len"],
-                                            floor_a=floor_trained[layer], floor_b=floor_untrained[layer]).to_dict())
-        except ValueError as err:  # the noise floor or too few pairs
-            rows.append(nh.FitRefused(str(err)).to_dict())
-    return rows
+    return [nh.difference_or_refuse(t, l2_trained[:, layer], l2_untrained[:, layer], t_max=p["context"] - p["prompt_len"],
+                                    floor_a=floor_trained[layer], floor_b=floor_untrained[layer]).to_dict()
+            for layer in range(1, l2_trained.shape[1])]
 
 
 def draw(out: Path) -> None:

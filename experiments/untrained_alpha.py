@@ -47,7 +47,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
 
 def decay_laws(m: nh.Measurement) -> list[dict]:
     """Per layer, the power law against the alternatives (``fit.compare_decay_laws``) on the window of
-    its alpha fit, the relay model's shape among them; ``{"error": ...}`` where the layer was not fitted."""
+    its alpha fit, the relay model's shape among them; a ``FitRefused``'s dict where the layer was not fitted."""
     t, l2 = m.offsets.t, m.offsets.l2
     relay_shapes = np.asarray(nh.relay.offsets(m.offsets.prompt_len, t.size, l2.shape[1] - 1))
     rows = []

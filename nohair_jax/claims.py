@@ -21,7 +21,10 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit, alphas, fit_from_dict, fit_power_law
+from nohair_jax.bound.records import NotApplicable, ShapeCheck, constants_from_saved, explicit_from_saved, shape_from_dict
+from nohair_jax.fit import (
+    AlphaDifference, DecayLawComparison, FitRefused, PowerLawFit, alphas, fit_from_dict, fit_power_law,
+)
 
 NOT_MEASURED = "not measured at this scale"
 VERDICTS = ("agree", "disagree", NOT_MEASURED)
@@ -147,19 +150,19 @@ def _llm_conditions(s):
                    sqrt_eps=c["sqrt_eps"], failures=c["failures"])
 
 
-def _shape_test(entries: list[dict]) -> tuple[str, list | None, bool, dict] | None:
-    """The relay-shape test over layers (``bound.shape_check`` entries): (text, the worst layer's
+def _shape_test(saved: list[dict]) -> tuple[str, list | None, bool, dict] | None:
+    """The relay-shape test over layers (saved ``bound.shape_check`` layers): (text, the worst layer's
     interval, whether every layer passes, evidence); None if some layer could not be fitted."""
-    if not entries or any("error" in e for e in entries):
+    entries = [shape_from_dict(e) for e in saved]
+    if not entries or not all(isinstance(e, ShapeCheck) for e in entries):
         return None
-    worst = max(entries, key=lambda e: e["slope"])
-    passing = sum(e["passes"] for e in entries)
-    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst['slope']:.3f} (layer {worst['layer']}); "
+    worst = max(entries, key=lambda e: e.slope)
+    passing = sum(e.passes for e in entries)
+    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst.slope:.3f} (layer {worst.layer}); "
             f"{passing}/{len(entries)} layers pass")
-    # None: no interval ([null, null] in files written before a missing interval was None)
-    interval = None if worst["interval"] is None or None in worst["interval"] else [round(v, 3) for v in worst["interval"]]
-    return text, interval, passing == len(entries), dict(slopes=[e["slope"] for e in entries],
-                                                         intervals=[e["interval"] for e in entries])
+    interval = None if worst.interval is None else [round(v, 3) for v in worst.interval]
+    return text, interval, passing == len(entries), dict(slopes=[e.slope for e in entries],
+                                                         intervals=[e.to_dict()["interval"] for e in entries])
 
 
 def _llm_relay_logs(s):
@@ -168,15 +171,15 @@ def _llm_relay_logs(s):
     if shape is None:
         return _unmeasured("the shape test could not be fitted in every layer")
     text, interval, ok, evidence = shape
-    constants = bound["constants"]
-    if "error" in constants:
-        explicit = f"no explicit bound ({constants['error']})"
+    constants = constants_from_saved(bound["constants"])
+    if isinstance(constants, NotApplicable):
+        explicit = f"no explicit bound ({constants.reason})"
     else:  # constants beyond float64 are saved as null
         finite = [c for c in constants["C"] if c is not None]
         overflow = len(constants["C"]) - len(finite)
         explicit = (f"explicit constants C_l from {min(finite):.3g} to {max(finite):.3g}"
                     + (f", beyond float64 in {overflow} layers" if overflow else ""))
-    return _judged(f"{text}; {explicit}", interval, ok, **evidence, constants=constants)
+    return _judged(f"{text}; {explicit}", interval, ok, **evidence, constants=bound["constants"])
 
 
 def _llm_threshold(s):
@@ -204,18 +207,19 @@ def _deepest_last_layer(s: dict) -> PowerLawFit | FitRefused:
 
 def _power_law(s):
     rows = s["untrained_alpha"]["rows"]
-    laws = [(row["depth"], k, law) for row in rows for k, law in enumerate(row.get("decay_laws", []), start=1)
-            if "power_gap" in law]
+    laws = [(row["depth"], k, law) for row in rows
+            for k, law in enumerate(map(fit_from_dict, row.get("decay_laws", [])), start=1)
+            if isinstance(law, DecayLawComparison)]
     if not laws:
         return _unmeasured("no layer's decay could be compared with the alternatives")
-    worse = [(depth, k, law) for depth, k, law in laws if law["power_gap"] > 2]
-    gaps = [law["power_gap"] for _, _, law in laws]
-    drift = [law["local_exponent_drift"] for _, _, law in laws]
-    best = sorted({law["best"] for _, _, law in laws})
+    worse = [(depth, k, law) for depth, k, law in laws if law.power_gap > 2]
+    gaps = [law.power_gap for _, _, law in laws]
+    drift = [law.local_exponent_drift for _, _, law in laws]
+    best = sorted({law.best for _, _, law in laws})
     text = (f"power law within 2 AIC of the best law in {len(laws) - len(worse)}/{len(laws)} layers (best laws: "
             f"{', '.join(best)}; largest AIC gap {max(gaps):.1f}); local exponent drifts by {min(drift):+.2f} to "
             f"{max(drift):+.2f} over the window")
-    return _judged(text, None, not worse, power_gap=gaps, best=[law["best"] for _, _, law in laws],
+    return _judged(text, None, not worse, power_gap=gaps, best=[law.best for _, _, law in laws],
                    local_exponent_drift=drift, layers=[[depth, k] for depth, k, _ in laws])
 
 
@@ -265,12 +269,12 @@ def _conditions(s):
 
 
 def _bound_holds(s):
-    rows = [r for r in s["bound_check"]["rows"] if "error" not in r["explicit"]]
-    if not rows:
+    checks = [explicit_from_saved(r["explicit"]) for r in s["bound_check"]["rows"]]
+    entries = [e for c in checks if not isinstance(c, NotApplicable) for e in c]
+    if not entries:
         return _unmeasured("the bound does not apply to the measured models")
-    entries = [e for r in rows for e in r["explicit"]]
-    margins = [e["margin"] for e in entries]
-    holds = all(e["holds"] for e in entries)
+    margins = [e.margin for e in entries]
+    holds = all(e.holds for e in entries)
     text = (f"explicit bound {'above every' if holds else 'below some'} measured offset; "
             f"smallest margin bound/measured = {min(margins):.3g}")
     return _judged(text, None, holds, margins=margins)
@@ -279,17 +283,17 @@ def _bound_holds(s):
 def _trained_bound(s):
     rows = [r["bound"] for r in s["trained_vs_untrained"]["runs"]]
     failures = [f for r in rows for f in r["failures"]]
-    applies = [r for r in rows if "error" not in r["explicit"]]
+    applies = [c for c in (explicit_from_saved(r["explicit"]) for r in rows) if not isinstance(c, NotApplicable)]
     shape = _shape_test([e for r in rows for e in r["shape"]])
     evidence = dict(logit_bound=[r["logit_bound"] for r in rows],
                     sigma_min_over_sqrt_eps=[r["sigma_min_over_floor"] for r in rows],
-                    failures=failures, margins=[e["margin"] for r in applies for e in r["explicit"]],
+                    failures=failures, margins=[e.margin for c in applies for e in c],
                     **(shape[3] if shape else {}))
     if failures:
         return _judged(f"a condition fails: {failures[0]}", None, False, **evidence)
     if len(applies) < len(rows) or shape is None:
         return _unmeasured("the explicit bound or the shape test could not be computed on every trained model", **evidence)
-    holds = all(e["holds"] for r in applies for e in r["explicit"])
+    holds = all(e.holds for c in applies for e in c)
     text = (f"largest logit B = {max(max(b) for b in evidence['logit_bound']):.3g}, smallest sigma_min = "
             f"{min(evidence['sigma_min_over_sqrt_eps']):.3g} x sqrt(eps); explicit bound "
             f"{'above every' if holds else 'below some'} offset (smallest margin {min(evidence['margins']):.3g}); "
@@ -596,6 +600,71 @@ def _contrast_bias(s):
                    difference=points, intervals=[list(diffs[k].ci) for k in order])
 
 
+# ---------------------------------------------------------------- linear response and sinks (parts linear_response, sinks)
+
+RELATED = "related work (Jacobian token influence in Pythia and Qwen2.5)"
+SINK_FACTOR = 10  # a sink: an order of magnitude more attention than dilution gives
+
+
+def _jacobian(s, model: str, key: str):
+    """The last layer's record ``key`` of one model row of the linear response part."""
+    return fit_from_dict(s["linear_response"]["models"][model][key][-1])
+
+
+def _jacobian_is_finite(s):
+    diff, own = _jacobian(s, "SmolLM2 trained", "frobenius_minus_finite"), _jacobian(s, "own trained", "frobenius_minus_finite")
+    if not _with_interval([diff]):
+        return _unmeasured("the last layer's difference could not be fitted with an interval", refused=_refusals([diff]))
+    text = (f"SmolLM2, last layer, alpha(Jacobian) - alpha(finite): {diff.brief()} on t in {list(diff.t_range)} "
+            f"(alphas {diff.alpha_a:.2f} and {diff.alpha_b:.2f}); the project's trained model: {own.brief()}")
+    return _judged(text, [round(v, 3) for v in diff.ci], diff.ci[0] <= 0 <= diff.ci[1], smollm2=diff.to_dict(),
+                   own_trained=own.to_dict())
+
+
+def _jacobian_alpha(model: str, judge_fit: Callable[[PowerLawFit], bool], **evidence):
+    """The last layer's Jacobian (Frobenius) alpha of one model row, judged by ``judge_fit``."""
+    def judge(s):
+        fit, finite = _jacobian(s, model, "frobenius"), _jacobian(s, model, "finite")
+        if isinstance(fit, FitRefused):
+            return _unmeasured(f"the last layer's Jacobian could not be fitted: {fit.reason}")
+        row = s["linear_response"]["models"][model]
+        who = f"{model}, {row['n_pairs']} pairs" + (f", seeds {row['seeds']}" if row["seeds"] else "")
+        text = f"{fit.brief()} on t in {list(fit.t_range)} ({who}; the finite offsets' alpha {finite.brief()})"
+        return _judged(text, _interval(fit), judge_fit(fit), jacobian=fit.to_dict(), finite=finite.to_dict(), **evidence)
+    return judge
+
+
+def _no_decay(fit: PowerLawFit) -> bool:
+    """No decay detected: the interval (or, without one, alpha) reaches 0 or below."""
+    return (fit.ci[0] if fit.ci is not None else fit.alpha) <= 0
+
+
+def _sink_first_token(s):
+    sk = s["sinks"]
+    dilution, shares = sk["windows"]["dilution_share"], sk["share"]
+    sinks = {when: [k for k, v in enumerate(shares[when]["mean"], start=1) if v > SINK_FACTOR * dilution]
+             for when in ("trained", "init")}
+    n_layers = len(shares["trained"]["mean"])
+    text = (f"key 0 takes more than {SINK_FACTOR}x its dilution share ({dilution:.4f}) in {len(sinks['trained'])} of "
+            f"{n_layers} layers trained (layers {sinks['trained']}), {len(sinks['init'])} at init; mean share per layer "
+            f"trained {min(shares['trained']['mean']):.3f} to {max(shares['trained']['mean']):.3f}")
+    ok = len(sinks["trained"]) > n_layers / 2 and len(sinks["init"]) <= n_layers / 2
+    return _judged(text, None, ok, sink_layers=sinks, dilution_share=dilution, mean_share=shares)
+
+
+def _sink_shared(s):
+    diffs = _differences(s["sinks"]["shared_minus_different"])
+    last = diffs[-1]
+    if not _with_interval([last]):
+        return _unmeasured("the last layer's difference could not be fitted with an interval", refused=_refusals([last]))
+    excluded = [k for k, d in enumerate(diffs, start=1) if isinstance(d, AlphaDifference) and d.ci is not None
+                and not d.ci[0] <= 0 <= d.ci[1]]
+    text = (f"last layer, alpha(shared) - alpha(different): {last.brief()} on t in {list(last.t_range)}; "
+            f"layers whose interval excludes 0: {excluded or 'none'}")
+    return _judged(text, [round(v, 3) for v in last.ci], last.ci[0] <= 0 <= last.ci[1], last_layer=last.to_dict(),
+                   layers_excluding_zero=excluded)
+
+
 _WINDOW = "alpha fitted on t in [32, T] (ended early where the float32 noise floor, measured against float64, is near)"
 _RANGE = ("Agree if the 95 % bootstrap interval of the last layer's alpha over pairs overlaps the paper's range, "
           "disagree if it lies entirely outside it; not measured if the last layer cannot be fitted")
@@ -757,6 +826,37 @@ CLAIMS = (
           "At init, the last layer's alpha with the bias at each gamma minus that without, on a common window (interval "
           "over seeds, then pairs). Agree if every interval lies below 0 and the differences fall as gamma grows; "
           "disagree otherwise; not measured with fewer than two strengths.", _contrast_bias),
+    Claim("jacobian_is_finite", "(This project) The prompt's linear response (the Jacobian's norm) decays with the "
+          "finite offsets' exponent (SmolLM2-135M-Instruct, last layer)", OWN, ("linear_response",),
+          "On the same held-out text pairs: alpha of the Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) "
+          "minus alpha of the finite offsets, fitted on one common window above the finite offsets' noise floor, one "
+          "bootstrap interval (both sides resampled independently). Agree if the interval contains 0; disagree if it "
+          "excludes 0; not measured if the difference is refused.", _jacobian_is_finite),
+    Claim("jacobian_trained_range", "(Related work) The Jacobian's token influence in trained language models decays "
+          "as t^-alpha with alpha about 0.7 to 0.9 (SmolLM2-135M-Instruct, last layer)", f"{RELATED}: alpha 0.7 to 0.9",
+          ("linear_response",),
+          "The Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) on held-out text pairs, fitted on t in [32, T] "
+          "(no noise floor: a tangent is not a difference of nearly equal states). Agree if its 95 % interval over pairs "
+          "overlaps [0.7, 0.9], disagree if it lies entirely outside; not measured if it cannot be fitted.",
+          _jacobian_alpha("SmolLM2 trained", lambda fit: _overlaps(fit, 0.7, 0.9), related_range=[0.7, 0.9])),
+    Claim("jacobian_absent_at_init", "(Related work) At random initialisation the Jacobian's token influence does not "
+          "decay (SmolLM2's config, last layer)", f"{RELATED}: no decay at random init", ("linear_response",),
+          "The same Jacobian norm on fresh parameters of SmolLM2's config, several seeds (interval over seeds, then "
+          "pairs). Agree if the interval reaches 0 or below (no decay detected); disagree if it lies above 0; not "
+          "measured if it cannot be fitted.", _jacobian_alpha("SmolLM2 init", _no_decay)),
+    Claim("sink_first_token", "(This project) SmolLM2's first token is an attention sink, which training made: it "
+          f"takes more than {SINK_FACTOR} times its dilution share in most layers, and not at initialisation", OWN,
+          ("sinks",),
+          "The attention weight on key 0, mean over heads, over the queries of the later half of held-out text windows, "
+          f"per layer, against dilution's mean of 1 / (i + 1) over the same queries. Agree if it exceeds {SINK_FACTOR} "
+          "times that in more than half of the trained model's layers and in at most half at init (fresh parameters of "
+          "the same config); disagree otherwise.", _sink_first_token),
+    Claim("sink_shared_first_token", "(This project) A shared first token (the sink) does not change how fast the "
+          "prompt is forgotten (SmolLM2-135M-Instruct, last layer)", OWN, ("sinks",),
+          "The real model's held-out text pairs measured as cut and with prompt b's first token set to prompt a's: the "
+          "last layer's alpha(shared) minus alpha(different) on a common window above both noise floors, one interval. "
+          "Agree if the interval contains 0; disagree if it excludes 0; not measured if the difference is refused.",
+          _sink_shared),
 )
 
 

@@ -138,15 +138,18 @@ class FitRefused:
         return {"error": self.reason}
 
 
-def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | FitRefused:
-    """The result a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference`` or ``FitRefused`` was made
-    from (read back from JSON); keys of a record that holds more than the result (the depths a
-    difference is between, say) are left aside.
+def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | DecayLawComparison | FitRefused:
+    """The result a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference``, ``DecayLawComparison`` or
+    ``FitRefused`` was made from (read back from JSON); keys of a record that holds more than the
+    result (the depths a difference is between, say) are left aside.
 
     Files written before a missing interval was None hold ``[null, null]``: read as None too, so
     that results of earlier runs (reused by ``nohair reproduce``) are judged alike."""
     if "error" in saved:
         return FitRefused(saved["error"])
+    if "aic" in saved:
+        return DecayLawComparison(**{**{name: saved[name] for name in DecayLawComparison.__dataclass_fields__},
+                                     "t_range": tuple(saved["t_range"])})
     kind = AlphaDifference if "difference" in saved else PowerLawFit
     values = {name: saved[name] for name in kind.__dataclass_fields__}
     ci = values["ci"]
@@ -158,6 +161,15 @@ def fit_or_refuse(t, d, **fit_kwargs) -> PowerLawFit | FitRefused:
     fit (below the noise floor, too short a window, values a log cannot take); a bad setting raises."""
     try:
         return fit_power_law(t, d, **fit_kwargs)
+    except (NoiseFloorError, _BadWindowError, _BadValuesError) as err:
+        return FitRefused(str(err))
+
+
+def difference_or_refuse(t, d_a, d_b, **kwargs) -> AlphaDifference | FitRefused:
+    """``alpha_difference(t, d_a, d_b, **kwargs)``, or a ``FitRefused`` where either side's data refuse
+    a fit (as ``fit_or_refuse``); a bad setting raises."""
+    try:
+        return alpha_difference(t, d_a, d_b, **kwargs)
     except (NoiseFloorError, _BadWindowError, _BadValuesError) as err:
         return FitRefused(str(err))
 
@@ -257,8 +269,7 @@ def fit_power_law(
     """
     t, d = _check_curves(t, d)
     _check_summary(summary)
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got confidence = {confidence!r}")
+    _check_confidence(confidence)
     if n_boot < 0:
         raise ValueError(f"n_boot must be >= 0, got n_boot = {n_boot!r}")
     if min_bins < 2:
@@ -365,6 +376,10 @@ class AlphaDifference:
     t_range: tuple[int, int]
     confidence: float
 
+    def brief(self, spec: str = "+.2f") -> str:
+        """The difference and its interval, ``"+0.12 [+0.03, +0.20]"`` (``PowerLawFit.brief``'s counterpart)."""
+        return format(self.difference, spec) + ("" if self.ci is None else f" [{self.ci[0]:{spec}}, {self.ci[1]:{spec}}]")
+
     def to_dict(self) -> dict:
         ci = None if self.ci is None else list(self.ci)
         return dict(difference=self.difference, ci=ci, alpha_a=self.alpha_a, alpha_b=self.alpha_b,
@@ -383,6 +398,7 @@ def alpha_difference(
     independent resamples of each set (hierarchical where groups are given): a comparison of two
     conditions as one interval, not two.
     """
+    _check_confidence(confidence)
     common = dict(t_min=t_min, t_max=t_max, bins_per_decade=bins_per_decade, summary=summary, n_boot=0)
     fit_a = fit_power_law(t, d_a, floor=floor_a, **common)
     fit_b = fit_power_law(t, d_b, floor=floor_b, **common)
@@ -395,7 +411,7 @@ def alpha_difference(
     for k, (d, groups) in enumerate(((d_a, groups_a), (d_b, groups_b))):
         d = np.asarray(d, dtype=np.float64)[..., window]
         if d.ndim != 2 or d.shape[0] < 2:
-            raise ValueError(f"alpha_difference needs at least two curves [n_pairs >= 2, T] on each side, got {d.shape}")
+            raise _BadValuesError(f"alpha_difference needs at least two curves [n_pairs >= 2, T] on each side, got {d.shape}")
         slope, _, _ = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d, summary)), starts))
         fitted.append(float(-slope))
         boots.append(_bootstrap_alphas(d, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed + k, groups)))
@@ -706,6 +722,11 @@ def _check_last_axis(t, arr, name):
         raise ValueError(
             f"{name} has shape {arr.shape}: its last axis must match t, which has {t.size} positions"
         )
+
+
+def _check_confidence(confidence):
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got confidence = {confidence!r}")
 
 
 def _check_summary(summary):

@@ -43,11 +43,15 @@ class Diagnostics(NamedTuple):
                       add (``attention.LogitTerms``); its maximum is ``B`` of the bound.
     prompt_attention: [L, B, H, T] attention weight each query puts on the first ``prompt_len``
                       keys, or None when no prompt length was given.
+    key_attention:    [L, B, H, T] the mean weight the later half of the queries (``i >= T // 2``,
+                      0-based) put on each key: where the attention goes, sinks included
+                      (``nohair_jax.sinks``).
     """
 
     norm_scale: jax.Array
     max_abs_logit: jax.Array
     prompt_attention: jax.Array | None
+    key_attention: jax.Array
 
 
 class ForwardOutput(NamedTuple):
@@ -172,7 +176,8 @@ class Attention(nnx.Module):
         self.k_norm = Norm(cfg, width=hd, kind="rmsnorm") if cfg.qk_norm else None
 
     def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv: jax.Array | None = None):
-        """x [B, T, D] -> (output [B, T, D], (max |logit| [B], prompt attention [B, H, T] or None) or None).
+        """x [B, T, D] -> (output [B, T, D], (max |logit| [B], prompt attention [B, H, T] or None, key
+        attention [B, H, T]) or None): the diagnostics' rows (``Diagnostics``).
 
         ``kv`` [B, T, D], if given, is what keys and values are computed from instead of ``x``.
         """
@@ -197,7 +202,7 @@ class Attention(nnx.Module):
                 read = (distance >= 0) & (distance < (cfg.sliding_window or t))
                 max_abs = jnp.max(jnp.where(read, jnp.abs(logits), 0.0), axis=(1, 2, 3))
                 to_prompt = None if prompt_len is None else weights[..., :prompt_len].sum(-1)
-                stats = (max_abs, to_prompt)
+                stats = (max_abs, to_prompt, weights[:, :, t // 2:].mean(axis=2))
         return self.o(out.reshape(b, t, cfg.n_heads * cfg.head_dim)), stats
 
 
@@ -300,6 +305,7 @@ class Transformer(nnx.Module):
         logits_at: jax.Array | None = None,
         sublayers: bool = False,
         read_hidden: Callable[[jax.Array], Any] | None = None,
+        embedding_shift: jax.Array | None = None,
     ) -> ForwardOutput:
         """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics.
 
@@ -314,9 +320,12 @@ class Transformer(nnx.Module):
         a function of one residual stream [B, T, D] to any arrays, is applied to ``h_0`` and to each
         block's output as it is computed, and ``hidden`` holds what it returns, stacked over layers
         [L+1, ...], instead of the streams: what a measurement reads of every layer without the
-        [L+1, B, T, D] stack in memory.
+        [L+1, B, T, D] stack in memory. ``embedding_shift`` [B, T, D], if given, is added to ``h_0``:
+        the input that ``nohair_jax.linear_response`` differentiates the hidden states by.
         """
         x0, rope = self.embed_tokens(tokens)
+        if embedding_shift is not None:
+            x0 = x0 + embedding_shift
         block_def = nnx.graphdef(self.blocks[0])
         read = (lambda x: x) if read_hidden is None else read_hidden  # noqa: E731
 
@@ -342,7 +351,7 @@ class Transformer(nnx.Module):
         diag = None
         if diagnostics:
             diag = Diagnostics(norm_scale=scales, max_abs_logit=stats[0],
-                               prompt_attention=None if prompt_len is None else stats[1])
+                               prompt_attention=None if prompt_len is None else stats[1], key_attention=stats[2])
         hidden = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), read(x0), hidden)
         return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, sublayers=outputs)
 

@@ -85,6 +85,14 @@ PARTS = (
          ("contrasts.png",),
          "One architecture changed one choice at a time (post-LN, no positions, ALiBi, a sliding window, QK-norm, the "
          "logit bias at several gamma), at init over seeds and after the same short training, on the same pairs."),
+    Part("linear_response", "Linear response: the Jacobian beside the finite offsets (the project's own measurement)",
+         "summary.json", ("linear_response.png",),
+         "The norm of the Jacobian of every layer's hidden state at t with respect to the prompt's embeddings (along the "
+         "pair's difference and its Frobenius norm), beside the finite offsets on the same pairs: the project's model "
+         "at init and trained, SmolLM2 and its config at init."),
+    Part("sinks", "Attention sinks in the real model (the project's own measurement)", "summary.json", ("sinks.png",),
+         "The attention SmolLM2's heads put on the first keys against dilution, per layer, head and query, beside the "
+         "bound's B; and its offsets when the two prompts share the first token against when they do not."),
 )
 PART_NAMES = tuple(p.name for p in PARTS)
 
@@ -115,6 +123,8 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
                       dt=0.04))),
         "transformer_dynamics": ("quick", dict(train_steps=150)),
         "architecture_contrasts": ("quick", {}),
+        "linear_response": ("quick", {}),
+        "sinks": ("quick", {}),
     },
     "full": {name: ("full", {}) for name in PART_NAMES},
 }

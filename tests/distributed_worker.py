@@ -31,9 +31,9 @@ def main(port: int, process_id: int, out: Path, real_model: bool) -> None:
 
     nh.run_sweep(nh.SweepGrid(**GRID), out / "sweep", progress=False)
     if real_model:
-        from nohair_jax.experiments.real_model import _first_layers
+        from nohair_jax.experiments import first_layers
 
-        model = _first_layers(nh.load_checkpoint("smollm2-135m")[0], 4)
+        model = first_layers(nh.load_checkpoint("smollm2-135m")[0], 4)
         pairs = nh.random_prompt_pairs(3, 4, 6, 40, model.config.vocab_size)
         (off,) = sweep_offsets([model], *pairs)
         if jax.process_index() == 0:  # and the same pairs unsplit, on this process's device alone

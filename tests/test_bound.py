@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import nohair_jax as nh
 from nohair_jax import bound, relay
 from nohair_jax.cli import main
+from nohair_jax.fit import FitRefused
 
 
 def _model(**kwargs):
@@ -53,7 +54,7 @@ def test_explicit_bound_holds_on_random_untrained_models(
     late = off.t >= bounds["t0"]
     assert (worst[1:, late] <= bounds["closed"][1:, late]).all()
     assert np.isnan(bounds["closed"][1:, ~late]).all()
-    assert all(e["holds"] and e["holds_closed"] and e["margin"] >= 1 for e in bound.explicit_check(off.l2, **{
+    assert all(e.holds and e.holds_closed and e.margin >= 1 for e in bound.explicit_check(off.l2, **{
         k: bounds[k] for k in ("recursion", "closed")}))
 
 
@@ -129,7 +130,8 @@ def test_failing_conditions_are_reported(tmp_path):
     summary = bound.check_bound(_model(norm_placement="post"), pairs, tmp_path, n_boot=20, progress=False)
     assert summary["conditions"]["norm_placement"] == "post"
     assert summary["conditions"]["failures"][0].startswith("not pre-LN")
-    assert "not pre-LN" in summary["explicit"]["error"]
+    refused = bound.explicit_from_saved(summary["explicit"])
+    assert isinstance(refused, bound.NotApplicable) and "not pre-LN" in refused.reason
     assert "explicit bound not applicable" in bound.report(summary)
     assert (tmp_path / "bound.png").stat().st_size > 5_000
 
@@ -177,10 +179,16 @@ def test_shape_check_tells_the_relay_shape_from_slower_decay():
     same = bound.shape_check(t, shape[None] * noise, prompt_len, n_boot=200)
     slower = bound.shape_check(t, shape[None] * noise * t**0.3, prompt_len, n_boot=200)
     for s, w in zip(same, slower):
-        assert s["passes"] and abs(s["slope"]) < 0.02 and s["relay_prefactor"] == pytest.approx(1, rel=0.05)
-        assert not w["passes"] and w["slope"] == pytest.approx(0.3, abs=0.02)
+        assert s.passes and abs(s.slope) < 0.02 and s.relay_prefactor == pytest.approx(1, rel=0.05)
+        assert not w.passes and w.slope == pytest.approx(0.3, abs=0.02)
+        assert s.interval[0] <= s.slope <= s.interval[1] and s.window == (length // 16, length)
     # The relay shape itself rises against the literal P (log t)^(l-1) / t at these t: why it is not the test.
-    assert all(s["slope_log_shape"] > 0 for s in same)
+    assert all(s.slope_log_shape > 0 for s in same)
+    # A layer whose offsets are 0 somewhere in the window cannot be fitted: a refusal in its place.
+    zeros = shape[None] * noise
+    zeros[:, 2, -1] = 0.0
+    refused = bound.shape_check(t, zeros, prompt_len, n_boot=0)
+    assert isinstance(refused[1], FitRefused) and [type(r) for r in (refused[0], refused[2])] == [bound.ShapeCheck] * 2
 
 
 def test_explicit_check_finds_a_violation():
@@ -190,8 +198,29 @@ def test_explicit_check_finds_a_violation():
     closed[:, 3:] = 2.0
     l2[1, 1, 6] = 1.25  # one pair, one position above the bound
     (entry,) = bound.explicit_check(l2, recursion, closed)
-    assert not entry["holds"] and entry["margin"] == pytest.approx(0.8) and entry["t_margin"] == 7
-    assert entry["holds_closed"] and entry["margin_closed"] == pytest.approx(1.6) and entry["t_margin_closed"] == 7
+    assert not entry.holds and entry.margin == pytest.approx(0.8) and entry.t_margin == 7
+    assert entry.holds_closed and entry.margin_closed == pytest.approx(1.6) and entry.t_margin_closed == 7
+
+
+def test_saved_records_read_back_as_they_were_and_as_older_files_wrote_them():
+    """JSON round trips of every record type, and the forms files written before the types hold:
+    ``{"layer", "error"}`` for a refused layer, ``[null, null]`` for a missing interval, null for inf."""
+    from nohair_jax.bound.records import constants_from_saved
+
+    def saved(x):
+        return json.loads(json.dumps(x, allow_nan=False))
+    shape = bound.ShapeCheck(layer=2, window=(8, 128), slope=-0.1, interval=(-0.2, 0.05), slope_log_shape=0.3,
+                             interval_log_shape=None, relay_prefactor=1.5, passes=True)
+    assert bound.shape_from_dict(saved(shape.to_dict())) == shape
+    older = dict(shape.to_dict(), interval=[None, None])
+    assert bound.shape_from_dict(older).interval is None
+    assert bound.shape_from_dict({"layer": 3, "error": "too short"}) == FitRefused("too short")
+    check = bound.ExplicitCheck(layer=1, margin=2.5, t_margin=9, holds=True, margin_closed=None, t_margin_closed=None,
+                                holds_closed=True)  # a closed-form margin of inf, as JSON keeps it
+    assert bound.explicit_from_saved(saved([check.to_dict()])) == [check]
+    assert bound.explicit_from_saved(saved(bound.NotApplicable("not pre-LN").to_dict())) == bound.NotApplicable("not pre-LN")
+    assert constants_from_saved({"error": "qk_norm"}) == bound.NotApplicable("qk_norm")
+    assert constants_from_saved({"C": [1.0, None], "a": [1.0], "b": [2.0]})["C"] == [1.0, None]
 
 
 def test_bound_command_writes_its_files_and_prints_the_table(tmp_path, capsys):

@@ -499,6 +499,19 @@ def test_alpha_difference_of_exact_power_laws_and_its_common_window():
         alpha_difference(t, t**-0.7, amplitudes * t**-0.3)
 
 
+def test_difference_or_refuse_refuses_what_the_data_refuse_and_raises_on_settings():
+    from nohair_jax.fit import AlphaDifference, FitRefused, difference_or_refuse
+
+    t = np.arange(1, 2049, dtype=np.float64)
+    curves = np.array([[1.0], [2.0]]) * t**-0.5
+    assert isinstance(difference_or_refuse(t, curves, curves, n_boot=0), AlphaDifference)
+    below = difference_or_refuse(t, curves, curves, floor_b=np.ones_like(t), n_boot=0)
+    assert isinstance(below, FitRefused) and "noise floor" in below.reason
+    assert "at least two curves" in difference_or_refuse(t, curves[:1], curves, n_boot=0).reason
+    with pytest.raises(ValueError, match="confidence"):
+        difference_or_refuse(t, curves, curves, confidence=2.0)
+
+
 def test_alpha_difference_interval_covers_the_truth():
     from nohair_jax.fit import alpha_difference
 
@@ -538,8 +551,18 @@ def test_compare_decay_laws_reference_shape_and_drift():
     shape = (1 + np.log(t)) / (16 + t)  # an arbitrary reference curve, fitted up to a constant
     result = compare_decay_laws(t, 5 * shape, shapes={"relay": shape})
     assert result.best == "relay" and result.params["relay"][0] == pytest.approx(np.log(5))
+    assert fit_from_dict(json.loads(json.dumps(result.to_dict()))) == result  # read back as the type it was
     # A pure power law has a constant local exponent; log(t)^2 / t's rises towards 1.
     assert compare_decay_laws(t, t**-0.6).local_exponent_drift == pytest.approx(0, abs=1e-9)
     assert compare_decay_laws(t, np.log(t) ** 2 / t).local_exponent_drift > 0.1
     with pytest.raises(ValueError, match="t_min must be >= 2"):
         compare_decay_laws(t, t**-0.6, t_min=1)
+
+
+def test_brief_shows_the_value_and_its_interval_or_none():
+    from nohair_jax.fit import AlphaDifference
+
+    diff = AlphaDifference(difference=0.125, ci=(-0.031, 0.2), alpha_a=0.8, alpha_b=0.675, t_range=(32, 512),
+                           confidence=0.95)
+    assert diff.brief() == "+0.12 [-0.03, +0.20]"
+    assert AlphaDifference(-0.5, None, 0.1, 0.6, (32, 64), 0.95).brief() == "-0.50"

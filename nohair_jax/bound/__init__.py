@@ -1,29 +1,35 @@
-"""The no-hair bound on a real model (docs/definitions.md#bound), in three modules:
+"""The no-hair bound on a real model (docs/definitions.md#bound), in four modules:
 
     conditions   what the bound is stated in, measured on a model; its coefficients and explicit form
     checks       the shape and explicit checks against measured offsets; check_bound writes them
-    report       a bound.json as a text table and as a figure
+    records      their results as types (ShapeCheck, ExplicitCheck, NotApplicable), saved and read back
+    render       a bound.json as a text table and as a figure
 
 Every public name is importable from ``nohair_jax.bound`` itself.
 """
 
-from nohair_jax.bound.checks import check_bound, check_row, explicit_check, shape_check
-from nohair_jax.bound.conditions import (
-    BoundConditions, BoundNotApplicable, coefficients, explicit_bounds, measure_conditions,
-)
-from nohair_jax.bound.report import bound_figure, draw_bound, report
+import importlib
 
-__all__ = [
-    "BoundConditions",
-    "BoundNotApplicable",
-    "bound_figure",
-    "check_bound",
-    "check_row",
-    "coefficients",
-    "draw_bound",
-    "explicit_bounds",
-    "explicit_check",
-    "measure_conditions",
-    "report",
-    "shape_check",
-]
+# Public name -> its module, imported on first use (PEP 562): ``bound.records`` (which the claims
+# read) must not pull in JAX through ``bound.checks``.
+_EXPORTS = {
+    "checks": ("check_bound", "check_row", "explicit_check", "shape_check"),
+    "conditions": ("BoundConditions", "BoundNotApplicable", "coefficients", "explicit_bounds", "measure_conditions"),
+    "records": ("ExplicitCheck", "NotApplicable", "ShapeCheck", "constants_from_saved", "explicit_from_saved",
+                "shape_from_dict"),
+    "render": ("bound_figure", "draw_bound", "report"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'nohair_jax.bound' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"nohair_jax.bound.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -22,24 +22,26 @@ import numpy as np
 
 from nohair_jax import relay
 from nohair_jax.bound.conditions import BoundNotApplicable, explicit_bounds, measure_conditions
-from nohair_jax.bound.report import draw_bound
-from nohair_jax.fit import fit_power_law, summary_curve
+from nohair_jax.bound.records import ExplicitCheck, NotApplicable, ShapeCheck
+from nohair_jax.bound.render import draw_bound
+from nohair_jax.fit import FitRefused, fit_or_refuse, summary_curve
 from nohair_jax.model import Transformer
 from nohair_jax.offsets import prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
 from nohair_jax.results import load_json, save_json, save_npz, written_together
 
-def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) -> list[dict]:
+def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) -> list[ShapeCheck | FitRefused]:
     """Check (a): does ``d_l(t)`` decay at least like the bound's shape over the upper range of ``t``?
 
     t: [T] positions 1..T; l2: [n_pairs, L+1, T] offsets. For each layer 1..L the ratio of the
     offsets to the relay model's ``delta_l`` (``relay.offsets(P, T, L)``) is fitted over
-    ``[max(2, T // 16), T]`` (``fit_power_law``, mean over pairs, bootstrap over pairs):
-    ``slope`` and ``interval`` are its log-log slope and interval; ``passes`` when the interval
-    reaches down to zero or below (the slope itself when there is no interval, None). ``slope_log_shape``, ``interval_log_shape``: the same for the
-    ratio to ``P (log t)^(l-1) / t`` (information only; see the module docstring).
-    ``relay_prefactor``: the factor that best lays the relay shape on the mean curve in the window
-    (least squares in log space). A layer that cannot be fitted gets ``{"layer", "error"}``.
+    ``[max(2, T // 16), T]`` (``fit_power_law``, mean over pairs, bootstrap over pairs), one
+    ``ShapeCheck`` per layer: ``slope`` and ``interval`` are its log-log slope and interval;
+    ``passes`` when the interval reaches down to zero or below (the slope itself when there is no
+    interval). ``slope_log_shape``, ``interval_log_shape``: the same for the ratio to
+    ``P (log t)^(l-1) / t`` (information only; see the module docstring). ``relay_prefactor``: the
+    factor that best lays the relay shape on the mean curve in the window (least squares in log
+    space). A layer that cannot be fitted is a ``FitRefused``.
     """
     length, depth = l2.shape[-1], l2.shape[1] - 1
     t_min = max(2, length // 16)
@@ -49,23 +51,24 @@ def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) ->
     results = []
     for layer in range(1, depth + 1):
         measured = np.asarray(l2, np.float64)[:, layer, window]
-        entry = {"layer": layer, "window": [t_min, length]}
-        try:
-            for suffix, reference in (("", shape[layer]), ("_log_shape", prompt_len * np.log(t) ** (layer - 1) / t)):
-                fit = fit_power_law(t, measured / reference, t_min=t_min, n_boot=n_boot, seed=seed)
-                entry["slope" + suffix] = -fit.alpha
-                entry["interval" + suffix] = None if fit.ci is None else [-fit.ci[1], -fit.ci[0]]
-        except ValueError as err:  # offsets not positive in the window, too short a window
-            results.append({"layer": layer, "error": str(err)})
+        fits = [fit_or_refuse(t, measured / reference, t_min=t_min, n_boot=n_boot, seed=seed)
+                for reference in (shape[layer], prompt_len * np.log(t) ** (layer - 1) / t)]
+        refused = next((f for f in fits if isinstance(f, FitRefused)), None)
+        if refused is not None:  # offsets not positive in the window, too short a window
+            results.append(refused)
             continue
-        entry["relay_prefactor"] = float(np.exp(np.mean(np.log(summary_curve(measured) / shape[layer]))))
-        # Without a bootstrap (one pair, n_boot = 0) there is no interval: judge the point estimate.
-        entry["passes"] = bool((entry["slope"] if entry["interval"] is None else entry["interval"][0]) <= 0.0)
-        results.append(entry)
+        (slope, interval), (slope_log, interval_log) = ((-f.alpha, None if f.ci is None else (-f.ci[1], -f.ci[0]))
+                                                        for f in fits)
+        results.append(ShapeCheck(
+            layer=layer, window=(t_min, length), slope=slope, interval=interval, slope_log_shape=slope_log,
+            interval_log_shape=interval_log,
+            relay_prefactor=float(np.exp(np.mean(np.log(summary_curve(measured) / shape[layer])))),
+            # Without a bootstrap (one pair, n_boot = 0) there is no interval: judge the point estimate.
+            passes=bool((slope if interval is None else interval[0]) <= 0.0)))
     return results
 
 
-def explicit_check(l2, recursion, closed) -> list[dict]:
+def explicit_check(l2, recursion, closed) -> list[ExplicitCheck]:
     """Check (b): the max over pairs of the offsets against the explicit bounds, per layer 1..L.
 
     l2: [n_pairs, L+1, T]; recursion, closed: [L+1, T] (closed nan where it does not apply).
@@ -85,7 +88,7 @@ def explicit_check(l2, recursion, closed) -> list[dict]:
             entry["margin" + suffix] = float(ratio[k]) if ratio.size else math.inf
             entry["t_margin" + suffix] = None if k is None or not np.isfinite(ratio[k]) else int(covered[k] + 1)
             entry["holds" + suffix] = bool((worst[layer][covered] <= bound[covered]).all())
-        results.append(entry)
+        results.append(ExplicitCheck(**entry))
     return results
 
 
@@ -103,8 +106,9 @@ def check_bound(
 
     Writes into ``out_dir``: ``bound.npz`` (t, l2 [n_pairs, L+1, T], relay_shape [L+1, T] and,
     where the bound applies, recursion and closed [L+1, T]), ``bound.json`` (model config,
-    conditions, coefficients, both checks, ``meta``) and ``bound.png``. ``explicit`` is
-    ``{"error": reason}`` where the bound does not apply.
+    conditions, coefficients, both checks, ``meta``) and ``bound.png``; read its records back with
+    ``records.shape_from_dict`` and ``records.explicit_from_saved`` (``NotApplicable`` where the
+    bound does not apply).
     """
     out_dir = Path(out_dir)
     off = prompt_pair_offsets(model, *pairs, progress=progress)
@@ -118,15 +122,15 @@ def check_bound(
         "length": length,
         "meta": meta or {},
         "conditions": cond.to_dict(),
-        "shape": shape_check(off.t, off.l2, off.prompt_len, n_boot=n_boot, seed=seed),
+        "shape": [e.to_dict() for e in shape_check(off.t, off.l2, off.prompt_len, n_boot=n_boot, seed=seed)],
     }
     try:
         bounds = explicit_bounds(cond, length)
     except BoundNotApplicable as err:
-        summary["explicit"] = {"error": str(err)}
+        summary["explicit"] = NotApplicable(str(err)).to_dict()
     else:
         summary["coefficients"] = {key: bounds[key] for key in ("a", "b", "C", "t0")}
-        summary["explicit"] = explicit_check(off.l2, bounds["recursion"], bounds["closed"])
+        summary["explicit"] = [e.to_dict() for e in explicit_check(off.l2, bounds["recursion"], bounds["closed"])]
         arrays.update(recursion=bounds["recursion"], closed=bounds["closed"])
     with written_together():
         save_npz(out_dir / "bound.npz", **arrays)

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from nohair_jax.bound.records import NotApplicable, ShapeCheck, explicit_from_saved, shape_from_dict
 from nohair_jax.fit import summary_curve
 from nohair_jax.results import load_json, save_figure
 
@@ -24,7 +25,7 @@ def report(summary: dict) -> str:
         f"  D_l (prompt offsets), layers 0..{depth}: {fmt(cond['prompt_offsets'])}",
         "  all conditions hold" if not cond["failures"] else "  FAILS: " + "\n         ".join(cond["failures"]),
     ]
-    explicit = summary["explicit"]
+    explicit = explicit_from_saved(summary["explicit"])
     if "coefficients" in summary:
         co = summary["coefficients"]
         lines += [f"block coefficients a_l: {fmt(co['a'])}", f"                   b_l: {fmt(co['b'])}",
@@ -32,22 +33,22 @@ def report(summary: dict) -> str:
     lines += ["", f"{'layer':>5}  {'shape: slope vs relay [interval]':>34}  {'ok':>3}  {'vs P(log t)^(l-1)/t':>20}  "
               f"{'explicit margin':>15}  {'closed margin':>13}  holds"]
     for layer in range(1, depth + 1):
-        shape = summary["shape"][layer - 1]
-        if "error" in shape:
-            left = f"{'no fit: ' + shape['error'][:60]:>63}"
+        shape = shape_from_dict(summary["shape"][layer - 1])
+        if not isinstance(shape, ShapeCheck):
+            left = f"{'no fit: ' + shape.reason[:60]:>63}"
         else:
-            lo, hi = (_number(v, "+7.3f") for v in shape["interval"] or (None, None))
-            left = (f"{shape['slope']:+8.3f} [{lo:>7}, {hi:>7}]{'':>9}  {'yes' if shape['passes'] else 'NO':>3}  "
-                    f"{shape['slope_log_shape']:+20.3f}")
-        if "error" in explicit:
+            lo, hi = (_number(v, "+7.3f") for v in shape.interval or (None, None))
+            left = (f"{shape.slope:+8.3f} [{lo:>7}, {hi:>7}]{'':>9}  {'yes' if shape.passes else 'NO':>3}  "
+                    f"{shape.slope_log_shape:+20.3f}")
+        if isinstance(explicit, NotApplicable):
             right = "not applicable"
         else:
             e = explicit[layer - 1]
-            holds = "yes" if e["holds"] and e["holds_closed"] else "VIOLATED"
-            right = f"{_number(e['margin']):>15}  {_number(e['margin_closed']):>13}  {holds}"
+            holds = "yes" if e.holds and e.holds_closed else "VIOLATED"
+            right = f"{_number(e.margin):>15}  {_number(e.margin_closed):>13}  {holds}"
         lines.append(f"{layer:>5}  {left}  {right}")
-    if "error" in explicit:
-        lines.append(f"explicit bound not applicable: {explicit['error']}")
+    if isinstance(explicit, NotApplicable):
+        lines.append(f"explicit bound not applicable: {explicit.reason}")
     return "\n".join(lines)
 
 
@@ -68,14 +69,14 @@ def bound_figure(t, l2, relay_shape, summary: dict, recursion=None, closed=None)
         positive = (l2[:, layer] > 0).all(axis=0)
         ax.loglog(t[positive], summary_curve(l2[:, layer])[positive], color="C0", label="measured, mean over pairs")
         ax.loglog(t[positive], l2[:, layer].max(axis=0)[positive], color="C0", lw=0.7, alpha=0.6, label="measured, max")
-        shape = summary["shape"][layer - 1]
-        if "relay_prefactor" in shape:
-            ax.loglog(t, shape["relay_prefactor"] * relay_shape[layer], "k--", lw=1, label="relay model, fitted prefactor")
+        shape = shape_from_dict(summary["shape"][layer - 1])
+        if isinstance(shape, ShapeCheck):
+            ax.loglog(t, shape.relay_prefactor * relay_shape[layer], "k--", lw=1, label="relay model, fitted prefactor")
         title = f"layer {layer}"
         if recursion is not None:
             ax.loglog(t, recursion[layer], color="C3", label="explicit bound (recursion)")
             ax.loglog(t, closed[layer], color="C3", ls=":", label="C_l P (log t)^(l-1) / t")
-            title += f": bound / measured >= {_number(summary['explicit'][layer - 1]['margin'])}"
+            title += f": bound / measured >= {_number(explicit_from_saved(summary['explicit'])[layer - 1].margin)}"
         ax.set(title=title, xlabel="continuation position t", ylabel="offset ||h_a - h_b||")
     for ax in axes[depth:]:
         ax.set_visible(False)
