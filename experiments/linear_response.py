@@ -17,7 +17,7 @@ decaying with alpha about 0.7 to 0.9 and absent at random init; the claims rows 
     python experiments/linear_response.py --out results/linear_response            # quick, about 6 min on 2 cores
     python experiments/linear_response.py --profile full --out results/linear_response
 
-Writes, per model, ``<model>/`` (the measurement layout: offsets.npz, fit.json, offsets.png) with
+Writes, per model, ``<model>/`` (the measurement layout: offsets.npz and fit.json) with
 ``response.npz`` (along_pair, frobenius [n_pairs, L+1, T]); ``summary.json`` and
 ``linear_response.png``.
 """
@@ -66,7 +66,8 @@ def _measure(name: str, models: dict, pairs: nh.PromptPairs, p: dict, out: Path,
     measured, along, frobenius = [], [], []
     for seed, model in models.items():
         m = nh.measure(model, pairs, fit_kwargs=fits, progress=True, **how)
-        m.save(out / _folder(name, seed), meta=dict(experiment="linear_response", model=name, seed=seed))
+        # No offsets.png per model: linear_response.png draws what this part compares (draw_offsets on request).
+        m.save(out / _folder(name, seed), meta=dict(experiment="linear_response", model=name, seed=seed), figure=False)
         r = linear_response(model, *pairs, n_random=p["n_random"], progress=True)
         save_npz(out / _folder(name, seed) / "response.npz", along_pair=r.along_pair, frobenius=r.frobenius)
         measured.append(m)

@@ -15,7 +15,7 @@ of both, and per layer alpha(shared) minus alpha(different) on a common window, 
     python experiments/sinks.py --profile full --out results/sinks
 
 Writes ``shares.npz`` (per model: share [L, H] on key 0, early [L, H] on keys 1..3, by_query
-[L, Q], keys [L, B, T]), ``different_first/`` and ``shared_first/`` (the measurement layout),
+[L, Q], keys [L, B, T]), ``different_first/`` and ``shared_first/`` (offsets.npz and fit.json),
 ``summary.json`` and ``sinks.png``.
 """
 
@@ -90,7 +90,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     for name, prompts_b in (("different_first", b), ("shared_first", b_shared)):
         runs[name] = nh.measure(model, nh.PromptPairs(a, prompts_b, c), floor_pairs=1, kl_positions="log",
                                 fit_kwargs=fits, progress=True)
-        runs[name].save(out / name, meta=dict(experiment="sinks", first_token=name))
+        runs[name].save(out / name, meta=dict(experiment="sinks", first_token=name), figure=False)  # sinks.png draws both
     t, (same, diff) = runs["shared_first"].offsets.t, (runs[k] for k in ("shared_first", "different_first"))
     shared_minus_different = [
         nh.difference_or_refuse(t, same.offsets.l2[:, layer], diff.offsets.l2[:, layer], floor_a=same.floor[layer],

@@ -73,10 +73,11 @@ class Measurement:
             arrays["floor"] = self.floor
         return arrays
 
-    def save(self, out_dir: str | Path, *, meta: dict | None = None) -> dict:
-        """Write ``offsets.npz`` (``arrays``), ``fit.json`` and ``offsets.png`` into ``out_dir``; returns
-        the contents of ``fit.json``: model config, fit settings, ``meta``, one fit per layer, where
-        the floor was, and the next-token KL's half-life (``fit.kl_half_life``, the fits' ``n_boot``)."""
+    def save(self, out_dir: str | Path, *, meta: dict | None = None, figure: bool = True) -> dict:
+        """Write ``offsets.npz`` (``arrays``), ``fit.json`` and, with ``figure``, ``offsets.png`` into
+        ``out_dir`` (``draw_offsets`` draws it later from the two files); returns the contents of
+        ``fit.json``: model config, fit settings, ``meta``, one fit per layer, where the floor was,
+        and the next-token KL's half-life (``fit.kl_half_life``, the fits' ``n_boot``)."""
         out_dir, off = Path(out_dir), self.offsets
         float64 = bool(off.l2.dtype == np.float64)
         floor = f"float32 vs float64 on {self.floor_pairs} pairs" if self.floor_pairs else "not measured"
@@ -96,7 +97,8 @@ class Measurement:
         with written_together():  # a failed write (a full disk) leaves the previous pair whole
             save_npz(out_dir / "offsets.npz", **self.arrays())
             save_json(out_dir / "fit.json", summary)
-        draw_offsets(out_dir)
+        if figure:
+            draw_offsets(out_dir)
         return summary
 
 

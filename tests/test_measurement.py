@@ -34,6 +34,9 @@ def test_one_model_equals_its_parts_and_saves_what_it_measured(make_tiny, pairs,
     assert saved == summary and saved["meta"] == {"note": "x"} and saved["noise_floor"] == "float32 vs float64 on 2 pairs"
     assert [fit_from_dict(f) for f in saved["fits"]] == list(m.fits)
     assert (tmp_path / "offsets.png").stat().st_size > 0
+    bare = tmp_path / "bare"
+    assert m.save(bare, meta=dict(note="x"), figure=False) == summary
+    assert sorted(p.name for p in bare.iterdir()) == ["fit.json", "offsets.npz"]
 
 
 def test_float64_and_no_floor(make_tiny, pairs):
