@@ -74,7 +74,8 @@ def draw(out: Path) -> None:
         layers = np.flatnonzero(np.isfinite(table[:, 0])) + 1
         alpha, lo, hi = table[layers - 1].T
         ax.errorbar(layers, alpha, yerr=[alpha - lo, hi - alpha], marker="o", capsize=3, label=f"depth {row['depth']}")
-    window = saved["rows"][0]["fits"][0].get("t_range")
+    first = nh.fit_from_dict(saved["rows"][0]["fits"][0])
+    window = list(first.t_range) if isinstance(first, nh.PowerLawFit) else None
     ax.set(xlabel="layer", ylabel="alpha", title=f"untrained models, fit window t in {window}")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -97,7 +97,8 @@ PARTS = (
 PART_NAMES = tuple(p.name for p in PARTS)
 
 # Reproduction profile -> part -> (the experiment's profile, settings overriding it). "quick" is
-# sized for about ten minutes on two CPU cores, so some parts run below their own quick profile.
+# sized for minutes on two CPU cores (22 with 16 parts, 2026-12-02), so some parts run below their own
+# quick profile.
 PLANS: dict[str, dict[str, tuple[str, dict]]] = {
     "tiny": {name: ("smoke", {}) for name in PART_NAMES},
     "quick": {
