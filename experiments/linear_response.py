@@ -17,8 +17,9 @@ decaying with alpha about 0.7 to 0.9 and absent at random init; the claims rows 
     python experiments/linear_response.py --out results/linear_response            # quick, about 6 min on 2 cores
     python experiments/linear_response.py --profile full --out results/linear_response
 
-Writes, per model, ``<model>/`` (the measurement layout: offsets.npz and fit.json) with
-``response.npz`` (along_pair, frobenius [n_pairs, L+1, T]); ``summary.json`` and
+Writes, per model (and seed), ``<model>/`` (the measurement layout: offsets.npz and fit.json) with
+``response.npz`` (along_pair, frobenius [n_pairs, L+1, T]); per row ``<model>/ratio.npz`` (t, the
+finite / along-pair ratio [L, T], geometric mean over the pooled pairs); ``summary.json`` and
 ``linear_response.png``.
 """
 
