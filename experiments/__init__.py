@@ -56,6 +56,18 @@ def heldout_text_tokens(tokenizer) -> np.ndarray:
     return tokenize(tokenizer, decode(stdlib_corpus().heldout))
 
 
+def short_training(cfg, corpus, p: dict, out: Path):
+    """``train.train`` of ``cfg`` on ``corpus`` for ``p["steps"]`` steps of ``p["batch_size"]``
+    windows of ``p["context"]`` bytes, seed 0, a tenth of them warmup, one evaluation, checkpoint
+    and log at the end, into ``out / "train"``: the short training the contrasts compare."""
+    from nohair_jax.train import TrainConfig, train
+
+    steps = p["steps"]
+    train_cfg = TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
+                            warmup_steps=max(1, steps // 10), eval_every=steps, checkpoint_every=steps, log_every=steps)
+    return train(cfg, train_cfg, corpus, out / "train", progress=False)
+
+
 def untrained_model_and_pairs(p: dict, depth: int, seed: int):
     """A profile's untrained model and its prompt pairs: ``model.untrained_model`` at ``depth``,
     width ``p["d_model"]``, init from ``seed``, with ``p["n_pairs"]`` random-token pairs of

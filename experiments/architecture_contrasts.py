@@ -32,9 +32,8 @@ from tqdm.auto import tqdm
 import nohair_jax as nh
 from nohair_jax.bound import measure_conditions
 from nohair_jax.config import PromptLogitBias, default_config
-from nohair_jax.experiments import script_main
+from nohair_jax.experiments import script_main, short_training
 from nohair_jax.results import load_json, save_figure, save_json
-from nohair_jax.train import TrainConfig, train
 
 PROFILES = {
     "smoke": dict(d_model=32, depth=2, init_seeds=(0,), steps=10, batch_size=2, context=48, prompt_len=4, length=96,
@@ -101,9 +100,7 @@ def _measure_variant(cfg, pairs, p: dict, corpus, out: Path) -> tuple[dict, dict
     init = nh.pool(inits, **fits)  # every seed's pairs: intervals resample seeds, then pairs within them
 
     steps = p["steps"]
-    train_cfg = TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
-                            warmup_steps=max(1, steps // 10), eval_every=steps, checkpoint_every=steps, log_every=steps)
-    result = train(cfg, train_cfg, corpus, out / "train", progress=False)
+    result = short_training(cfg, corpus, p, out)
     trained = nh.measure(result.model, pairs, fit_kwargs=fits)
     trained.save(out / "trained", meta=dict(experiment="architecture_contrasts", steps=steps))
     bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]

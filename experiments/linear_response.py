@@ -35,11 +35,11 @@ from tqdm.auto import tqdm
 
 import nohair_jax as nh
 from nohair_jax.config import default_config
-from nohair_jax.experiments import REAL_MODEL, first_layers, heldout_text_tokens, real_model_available, script_main
+from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_available, script_main,
+                                    short_training)
 from nohair_jax.figures import drawn_layers, layer_colors
 from nohair_jax.linear_response import linear_response
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
-from nohair_jax.train import TrainConfig, train
 
 PROFILES = {
     "smoke": dict(d_model=32, depth=2, init_seeds=(0,), steps=10, batch_size=2, context=48, own_length=96,
@@ -95,13 +95,6 @@ def _measure(name: str, models: dict, pairs: nh.PromptPairs, p: dict, out: Path,
                 ratio_t=[int(t[k]) for k in at], ratio=ratio[:, at].tolist())
 
 
-def _trained_own(cfg, corpus, p: dict, out: Path):
-    steps = p["steps"]
-    train_cfg = TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
-                            warmup_steps=max(1, steps // 10), eval_every=steps, checkpoint_every=steps, log_every=steps)
-    return train(cfg, train_cfg, corpus, out / "train", progress=False).model
-
-
 def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     p = dict(PROFILES[profile], **(settings or {}))
     p["init_seeds"], p["real_init_seeds"] = tuple(p["init_seeds"]), tuple(p["real_init_seeds"])
@@ -116,7 +109,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     real_how = dict(floor_pairs=1, kl_positions="log")
     plan = {
         "own init": lambda: ({s: nh.Transformer(cfg, rngs=nnx.Rngs(s)) for s in p["init_seeds"]}, own_pairs, {}),
-        "own trained": lambda: ({None: _trained_own(cfg, corpus, p, out / "own_trained")}, own_pairs, {}),
+        "own trained": lambda: ({None: short_training(cfg, corpus, p, out / "own_trained").model}, own_pairs, {}),
         "SmolLM2 trained": lambda: ({None: real}, real_pairs, real_how),
         "SmolLM2 init": lambda: ({s: nh.Transformer(real.config, rngs=nnx.Rngs(s)) for s in p["real_init_seeds"]},
                                  real_pairs, real_how),

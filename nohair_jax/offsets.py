@@ -224,14 +224,21 @@ def prompt_pair_offsets(
     l2, relative, norm, kl = map_pairs(
         pair_offsets, model, a, b, c, pairs_per_call=pairs_per_call, float64=float64, progress=progress, **static
     )
-    for name, x, t_of in (("l2 offset", l2, continuation_positions(c.shape[1])), ("next-token KL", kl, positions)):
-        bad = ~np.isfinite(x)
-        if bad.any():  # activations overflowed: say where before anything is saved or fitted
-            pair, *layer, k = (int(i) for i in np.argwhere(bad)[0])
-            where = f"layer {layer[0]}, " if layer else ""
-            t = k + 1 if t_of is None else int(t_of[k])
-            raise ValueError(f"non-finite {name} at pair {pair}, {where}t = {t}: the activations overflowed")
+    check_finite_result("l2 offset", l2)
+    check_finite_result("next-token KL", kl, positions)
     return Offsets(l2=l2, relative=relative, kl=kl, norm=norm, prompt_len=a.shape[1], kl_positions=positions)
+
+
+def check_finite_result(name: str, x: np.ndarray, t_of: np.ndarray | None = None) -> None:
+    """One line naming the first non-finite entry of a per-pair result ``x`` [n_pairs, (L+1,) K]
+    (``t_of``: the t of each of the K columns; None: t = 1..K), raised before anything is saved or
+    fitted: the activations overflowed."""
+    bad = ~np.isfinite(x)
+    if bad.any():
+        pair, *layer, k = (int(i) for i in np.argwhere(bad)[0])
+        where = f"layer {layer[0]}, " if layer else ""
+        t = k + 1 if t_of is None else int(t_of[k])
+        raise ValueError(f"non-finite {name} at pair {pair}, {where}t = {t}: the activations overflowed")
 
 
 def _kl_positions(kl_positions, length: int) -> np.ndarray | None:

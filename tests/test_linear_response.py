@@ -89,3 +89,18 @@ def test_bad_input_is_one_line(make_tiny):
         linear_response(model, a, b[:, :2], c)
     with pytest.raises(ValueError, match=r"n_random must be an int >= 1, got 0"):
         linear_response(model, a, b, c, n_random=0)
+
+
+def test_overflowing_activations_are_one_line_before_anything_is_fitted(make_tiny):
+    """Finite parameters whose activations overflow float32 (an MLP scaled by 1e30): the offsets and
+    the linear response each name the first non-finite entry, as the offsets always have."""
+    from nohair_jax.offsets import prompt_pair_offsets
+
+    model = make_tiny()
+    for blk in model.blocks:
+        blk.mlp.down.kernel[...] = blk.mlp.down.kernel[...] * 1e30
+    a, b, c = _pairs(5)
+    with pytest.raises(ValueError, match=r"^non-finite l2 offset at pair 0, layer \d, t = \d+: the activations overflowed$"):
+        prompt_pair_offsets(model, a, b, c)
+    with pytest.raises(ValueError, match=r"^non-finite linear response along the pair at pair 0, layer \d, t = \d+: "):
+        linear_response(model, a, b, c)
