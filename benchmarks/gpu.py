@@ -1,10 +1,12 @@
-"""The benchmarks of mfu.py and memory.py at GPU sizes, in one command of under five minutes.
+"""The benchmarks of mfu.py, memory.py and real_model.py at GPU sizes, in one command of under five minutes.
 
-    bash benchmarks/gpu.sh            # installs jax[cuda12] into .venv-gpu first if needed
+    bash benchmarks/gpu.sh            # installs jax[cuda12] and the packaged model into .venv-gpu first if needed
 
 Prints the same tables: offsets throughput and MFU against the float32 matmul peak (full
 precision, no TF32), plain against blockwise attention; attention alone, with
-jax.nn.dot_product_attention; peak memory against T. On a GPU the blockwise path runs every pair
+jax.nn.dot_product_attention; peak memory against T; last, the real 30-layer model's table
+(SmolLM2-135M-Instruct at T 1024 and 8192: the project's three variants; transformers only where
+torch has CUDA, which the pinned CPU wheel has not). On a GPU the blockwise path runs every pair
 of query blocks at once (``blockwise_attention``'s accelerator schedule), in blocks of 1024.
 """
 
@@ -14,6 +16,8 @@ import jax
 
 from memory import memory_table
 from mfu import attention_table, offsets_table
+from nohair_jax.checkpoints import CheckpointError, packaged_model_path
+from real_model import CHECKPOINT, run_table, torch
 
 
 def main() -> None:
@@ -25,6 +29,14 @@ def main() -> None:
         attention_table(32, [4096, 8192], peak_n=8192, rounds=3)
     print("\npeak memory, d_model 128, 4 layers:")
     memory_table([4096, 16384, 65536], d_model=128, n_layers=4)
+    try:
+        packaged_model_path(CHECKPOINT)
+    except CheckpointError as error:
+        print(f"\nthe real model: skipped ({error})")
+        return
+    with_torch = torch is not None and torch.cuda.is_available()
+    print("\nthe real model" + ("" if with_torch else " (transformers not run: no torch with CUDA here)") + ":")
+    run_table([1024, 8192], n_pairs=1, repeats=2, eager_max=0, peak_n=8192, threads=1, with_torch=with_torch)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,10 @@ import sys
 import time
 
 import jax
-from flax import nnx
 
 import nohair_jax as nh
 from nohair_jax.model import untrained_model
+from nohair_jax.model import split_stacked_blocks
 from nohair_jax.offsets import _pairs_call, check_pairs, pair_offsets
 
 PROMPT_LEN = 16
@@ -42,13 +42,13 @@ def child(implementation: str, length: int, d_model: int, n_layers: int) -> dict
     model = untrained_model(n_layers, d_model=d_model, max_len=PROMPT_LEN + length)
     model.set_attributes(implementation=implementation)
     pairs = check_pairs(model.config, *nh.random_prompt_pairs(0, 1, PROMPT_LEN, length, model.config.vocab_size))
-    graphdef, state = nnx.split(model)
+    graphdef, state, blocks = split_stacked_blocks(model)
     with jax.default_matmul_precision("highest"):  # as prompt_pair_offsets runs it
         start = time.perf_counter()
-        compiled = _pairs_call.lower(pair_offsets, graphdef, state, *pairs).compile()
+        compiled = _pairs_call.lower(pair_offsets, graphdef, state, blocks, *pairs).compile()
         compile_s = time.perf_counter() - start
         start = time.perf_counter()
-        jax.block_until_ready(compiled(state, *pairs))
+        jax.block_until_ready(compiled(state, blocks, *pairs))
         run_s = time.perf_counter() - start
     stats = compiled.memory_analysis()
     device = jax.devices()[0].memory_stats()  # None on a CPU

@@ -13,7 +13,11 @@ corpus with the model's own tokenizer, P 16, several T. Variants, interleaved re
     logits, no offset arithmetic): the floor of the project's own model code;
   * ``transformers sdpa`` and ``transformers eager``: ``model(ids, output_hidden_states=True)`` on
     both sequences of a pair in one batch under ``torch.inference_mode()``, then the same l2 per
-    layer and KL in torch (eager only up to ``--eager-max``: it holds [heads, S, S] weights per layer).
+    layer and KL in torch (eager only up to ``--eager-max``: it holds [heads, S, S] weights per layer);
+  * ``TransformerLens``, where ``transformer_lens`` is installed (``make bench-real`` runs in the
+    bench venv, which has it): version 4's ``TransformerBridge`` over the same transformers model
+    (sdpa), ``run_with_cache`` filtered to the residual stream (``blocks.0.hook_resid_pre`` and every
+    ``blocks.l.hook_resid_post``), the same l2 and KL in torch (up to ``--eager-max`` too).
 
 The first call of each variant (compilation for JAX, first-touch allocations for torch) is
 reported apart from the steady state, the median of ``--repeats``. "of peak" is useful FLOP/s
@@ -37,18 +41,25 @@ for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # nothing is downloade
     os.environ.setdefault(_flag, "1")
 
 import argparse
+import importlib.metadata
 import statistics
+import tempfile
 import time
+import warnings
 
 import jax
 import numpy as np
-import torch
-import transformers
-from flax import nnx
+
+try:  # the GPU venv has neither: there the table is the project's variants alone (benchmarks/gpu.py)
+    import torch
+    import transformers
+except ImportError:
+    torch = transformers = None
 
 import nohair_jax as nh
 from mfu import matmul_case, timed, useful_flops
 from nohair_jax.checkpoints import packaged_model_path
+from nohair_jax.model import merge_stacked_blocks, split_stacked_blocks
 from nohair_jax.tokenization import tokenize
 from nohair_jax.offsets import log_positions
 
@@ -67,63 +78,113 @@ def nohair_case(model, pairs, kl_positions=None):
 
 def forward_case(model, pairs):
     """Both sequences of every pair through a jitted forward, hidden states and logits kept."""
-    graphdef, state = nnx.split(model)
+    graphdef, state, blocks = split_stacked_blocks(model)  # as the per-pair engine passes the model
 
     @jax.jit
-    def forward(state, tokens):
-        out = nnx.merge(graphdef, state)(tokens)
+    def forward(state, blocks, tokens):
+        out = merge_stacked_blocks(graphdef, state, blocks)(tokens)
         return out.hidden, out.logits
 
     seqs = [np.stack([np.concatenate([a, c]), np.concatenate([b, c])]) for a, b, c in zip(*pairs)]
 
     def run():
         with jax.default_matmul_precision("highest"):
-            return [forward(state, s) for s in seqs]
+            return [forward(state, blocks, s) for s in seqs]
     return run
 
 
+def pair_ids(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> torch.Tensor:
+    """Both sequences of a pair as one int64 batch [2, P + T]."""
+    return torch.as_tensor(np.stack([np.concatenate([a, c]), np.concatenate([b, c])]).astype(np.int64))
+
+
+def torch_l2_kl(hidden: torch.Tensor, logits: torch.Tensor, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """hidden [layers, 2, S, D], logits [2, S, V] -> l2 [layers, T] and KL [T] over the last ``length`` positions."""
+    hidden = hidden[:, :, -length:]
+    l2 = torch.linalg.vector_norm(hidden[:, 0] - hidden[:, 1], dim=-1)
+    logp = torch.log_softmax(logits[:, -length:].float(), dim=-1)
+    return l2.numpy(), (logp[0].exp() * (logp[0] - logp[1])).sum(-1).numpy()
+
+
 def torch_offsets(model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """l2 [L+1, T] and KL [T] of one pair, both sequences in one batch."""
-    ids = torch.as_tensor(np.stack([np.concatenate([a, c]), np.concatenate([b, c])]).astype(np.int64))
-    length = c.size
+    """l2 [L, T] (layers 0..L-1) and KL [T] of one pair through transformers, both sequences in one batch."""
     with torch.inference_mode():
-        out = model(ids, output_hidden_states=True)
+        out = model(pair_ids(a, b, c), output_hidden_states=True)
         # hidden_states[-1] is after the final norm in transformers; the project's h_L is before it,
         # so the last layer is compared through the final norm's input (the residual stream): skip it.
-        hidden = torch.stack(out.hidden_states[:-1])[:, :, -length:]  # [L, 2, T, D]
-        l2 = torch.linalg.vector_norm(hidden[:, 0] - hidden[:, 1], dim=-1)
-        logp = torch.log_softmax(out.logits[:, -length:].float(), dim=-1)
-        kl = (logp[0].exp() * (logp[0] - logp[1])).sum(-1)
-    return l2.numpy(), kl.numpy()
+        return torch_l2_kl(torch.stack(out.hidden_states[:-1]), out.logits, c.size)
 
 
-def torch_case(model, pairs):
-    return lambda: [torch_offsets(model, a, b, c) for a, b, c in zip(*pairs)]
+def lens_bridge(load_model, tokenizer_source):
+    """TransformerLens 4's ``TransformerBridge`` over the transformers model ``load_model()`` returns
+    (None, nothing loaded, where transformer_lens is not installed). The bridge reads a config
+    folder: the model's config and tokenizer are saved to a temporary one (no weights: the bridge
+    wraps the loaded model)."""
+    try:
+        from transformer_lens.model_bridge import TransformerBridge
+
+        import transformer_lens.model_bridge.sources.transformers  # noqa: F401  attaches boot_transformers
+    except ImportError:
+        return None
+    hf_model = load_model()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_source.parent, gguf_file=tokenizer_source.name)
+    with tempfile.TemporaryDirectory(prefix="nohair_bridge_") as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf_model.config.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        bridge = TransformerBridge.boot_transformers(folder, hf_model=hf_model, tokenizer=tokenizer, device="cpu")
+    return bridge.eval()
 
 
-def agreement(model, hf_models: dict, pairs) -> dict:
-    """Largest |difference| of l2 (layers 0..L-1) and KL against the project's, relative to their largest values."""
+def lens_offsets(bridge, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """l2 [L+1, T] (h_0 .. h_L, the last before the final norm) and KL [T] of one pair through TransformerLens."""
+    names = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(bridge.cfg.n_layers)]
+    with torch.inference_mode():
+        logits, cache = bridge.run_with_cache(pair_ids(a, b, c), names_filter=names, return_cache_object=False)
+        return torch_l2_kl(torch.stack([cache[name] for name in names]), logits, c.size)
+
+
+def per_pair_case(offsets_fn, model, pairs):
+    return lambda: [offsets_fn(model, a, b, c) for a, b, c in zip(*pairs)]
+
+
+def agreement(model, references: dict, pairs) -> dict:
+    """Largest |difference| of l2 and KL against the project's, relative to their largest values.
+    ``references``: name -> (offsets function, its model); l2 compares the layers the function returns."""
     ours = nh.prompt_pair_offsets(model, *pairs)
     out = {}
-    for name, hf in hf_models.items():
-        l2, kl = zip(*(torch_offsets(hf, a, b, c) for a, b, c in zip(*pairs)))
+    for name, (offsets_fn, reference) in references.items():
+        l2, kl = zip(*(offsets_fn(reference, a, b, c) for a, b, c in zip(*pairs)))
         l2, kl = np.stack(l2), np.stack(kl)
-        out[name] = dict(l2=float(np.abs(l2 - ours.l2[:, :-1]).max() / ours.l2.max()),
+        out[name] = dict(l2=float(np.abs(l2 - ours.l2[:, : l2.shape[1]]).max() / ours.l2.max()),
                          kl=float(np.abs(kl - ours.kl).max() / max(ours.kl.max(), 1e-30)))
     return out
 
 
-def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, threads: int) -> None:
+def torch_models(path, threads: int) -> tuple[dict, object]:
+    """transformers' sdpa and eager models of the GGUF file and a TransformerLens bridge (or None)
+    over a third copy: the bridge wraps the modules of the model it is given, which would slow
+    the plain transformers runs down if they shared it."""
     torch.set_num_threads(threads)
+    load = lambda kind: transformers.AutoModelForCausalLM.from_pretrained(  # noqa: E731
+        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation=kind).eval()
+    return {kind: load(kind) for kind in ("sdpa", "eager")}, lens_bridge(lambda: load("sdpa"), path)
+
+
+def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, threads: int,
+              with_torch: bool = True) -> None:
+    """The table, one block of rows per T. ``with_torch`` False: the project's variants only."""
     path = packaged_model_path(CHECKPOINT)
     model, tokenizer = nh.load_checkpoint(CHECKPOINT)
     cfg = model.config
-    hf = {kind: transformers.AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation=kind).eval()
-        for kind in ("sdpa", "eager")}
+    hf, bridge = torch_models(path, threads) if with_torch else ({}, None)
     peak = matmul_case(peak_n)
-    print(f"SmolLM2-135M-Instruct ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, "
-          f"torch threads {threads}, jax {jax.__version__}, torch {torch.__version__}, transformers {transformers.__version__}")
+    versions = f"jax {jax.__version__} on {jax.devices()[0].device_kind}"
+    if with_torch:
+        versions += (f", torch {torch.__version__} ({threads} threads), transformers {transformers.__version__}, "
+                     + ("TransformerLens not installed" if bridge is None
+                        else f"TransformerLens {importlib.metadata.version('transformer-lens')}"))
+    print(f"SmolLM2-135M-Instruct ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, {versions}")
     print(f"{'T':>5} {'variant':>20} {'first call s':>12} {'steady s':>9} {'tokens/s':>9} {'GFLOP/s':>8} "
           f"{'of peak':>8} {'vs sdpa':>8} {'peak GFLOP/s':>12}")
     for length in lengths:
@@ -134,10 +195,17 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         skipped = 2 * n_pairs * 2 * (PROMPT_LEN + length - log_positions(length).size) * cfg.d_model * cfg.vocab_size
         case_flops = {"nohair, KL at log t": flops - skipped}
         cases = {"nohair": nohair_case(model, pairs), "nohair, KL at log t": nohair_case(model, pairs, "log"),
-                 "nohair forward": forward_case(model, pairs),
-                 "transformers sdpa": torch_case(hf["sdpa"], pairs)}
-        if length <= eager_max:
-            cases["transformers eager"] = torch_case(hf["eager"], pairs)
+                 "nohair forward": forward_case(model, pairs)}
+        references = {}
+        if with_torch:
+            cases["transformers sdpa"] = per_pair_case(torch_offsets, hf["sdpa"], pairs)
+            references["sdpa"] = (torch_offsets, hf["sdpa"])
+        if with_torch and length <= eager_max:
+            cases["transformers eager"] = per_pair_case(torch_offsets, hf["eager"], pairs)
+            references["eager"] = (torch_offsets, hf["eager"])
+            if bridge is not None:
+                cases["TransformerLens"] = per_pair_case(lens_offsets, bridge, pairs)
+                references["TransformerLens"] = (lens_offsets, bridge)
         first = {name: timed(thunk)[0] for name, thunk in cases.items()}
         samples = {name: [] for name in cases}
         peaks = []
@@ -150,13 +218,14 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         steady = {name: statistics.median(w for w, _ in s) for name, s in samples.items()}
         for name in cases:
             fraction = statistics.median(f for _, f in samples[name])
+            versus = f"{steady['transformers sdpa'] / steady[name]:>7.2f}x" if with_torch else f"{'-':>8}"
             print(f"{length:>5} {name:>20} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
-                  f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {steady['transformers sdpa'] / steady[name]:>7.2f}x "
+                  f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus} "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
-        agree = agreement(model, {k: hf[k] for k in ("sdpa", "eager") if f"transformers {k}" in cases},
-                          nh.PromptPairs(*(x[:1] for x in pairs)))
-        print(f"{length:>5} agreement with the project's offsets (max |diff| / max value, first pair): "
-              + "; ".join(f"{k}: l2 {v['l2']:.1e}, KL {v['kl']:.1e}" for k, v in agree.items()))
+        if references:
+            agree = agreement(model, references, nh.PromptPairs(*(x[:1] for x in pairs)))
+            print(f"{length:>5} agreement with the project's offsets (max |diff| / max value, first pair): "
+                  + "; ".join(f"{k}: l2 {v['l2']:.1e}, KL {v['kl']:.1e}" for k, v in agree.items()))
 
 
 def main() -> None:
@@ -164,10 +233,14 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096], help="continuation lengths T")
     parser.add_argument("--pairs", type=int, default=2, help="prompt pairs per timed run (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per variant, median reported (default 3)")
-    parser.add_argument("--eager-max", type=int, default=4096, help="largest T for eager attention (default 4096)")
+    parser.add_argument("--eager-max", type=int, default=4096,
+                        help="largest T for eager attention and TransformerLens (default 4096)")
     parser.add_argument("--peak-n", type=int, default=2048, help="size of the peak matmul (default 2048)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: every core)")
     args = parser.parse_args()
+    if torch is None:
+        raise SystemExit("benchmarks/real_model.py compares against transformers: install torch and transformers "
+                         "(the test or bench extra; make bench-real does)")
     start = time.perf_counter()
     run_table(args.lengths, args.pairs, args.repeats, args.eager_max, args.peak_n, args.threads)
     print(f"total {time.perf_counter() - start:.0f} s")

@@ -15,8 +15,9 @@ The tiles are walked in a static, balanced order: query blocks are paired (``r``
 and the two blocks of a row pair have ``n - 1`` tiles below the diagonal together, so every row
 pair is its two (masked) diagonal tiles and one ``lax.scan`` of ``n - 1`` unmasked steps. Static
 trip counts keep the function differentiable (no while-loop). Row pairs are independent: on a
-CPU they are split among ``lanes`` loops that run on separate cores, one tile at a time; on an
-accelerator one loop computes all of them at once.
+CPU one loop walks them one tile at a time (a tile stays in cache; XLA's CPU runtime, jax 0.10,
+runs even independent loops one after the other, so splitting the pairs among per-core loops
+gained nothing: docs/benchmarks.md); on an accelerator one loop computes all of them at once.
 
 Grouped-query attention (``k``, ``v`` with fewer heads than ``q``) never repeats keys or values:
 the query heads that share a key/value head are folded into the rows of one matrix product.
@@ -30,7 +31,6 @@ and a sliding window's mask. Positions ``i`` (query) and ``j`` (key) are 0-based
 from __future__ import annotations
 
 import math
-import os
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
@@ -162,7 +162,6 @@ def blockwise_attention(
     terms: LogitTerms | None = None,
     *,
     block: int = DEFAULT_BLOCK,
-    lanes: int | None = None,
     batch: int | None = None,
 ) -> jax.Array:
     """q [B, T, H, hd], k, v [B, T, Hkv, hd] -> out [B, T, H, hd]: causal softmax attention, online.
@@ -170,8 +169,6 @@ def blockwise_attention(
     ``block``: the most positions per query and key block (the blocks are made as equal as an even
     count of them allows, in multiples of 8). Any T works: the sequence is padded with positions
     after the last, which no real query can see.
-    ``lanes``: independent loops over disjoint row pairs, which XLA's CPU runtime runs on
-    separate threads (None: one per CPU core on a CPU, 1 elsewhere).
     ``batch``: row pairs each loop step computes at once, vectorised (None: 1 on a CPU, where a
     tile stays in cache; all of them elsewhere, to fill an accelerator).
     """
@@ -233,12 +230,8 @@ def blockwise_attention(
         ((_, l_sum, acc), (_, first_sum, first_acc)), _ = jax.lax.scan(step, (take(0), take(0)), jnp.arange(n - 1))
         return jnp.stack([first_acc / first_sum[..., None], acc / l_sum[..., None]])
 
-    on_cpu = jax.default_backend() == "cpu"
-    lanes = lanes or (min(os.cpu_count() or 1, n // 2) if on_cpu else 1)
-    batch = batch or (1 if on_cpu else n // 2)
-    pairs = jnp.concatenate([  # [n/2, 2, B, Hkv, G*size, hd]
-        jax.lax.map(row_pair, jnp.asarray(chunk), batch_size=batch) for chunk in np.array_split(np.arange(n // 2), lanes)
-    ])
+    batch = batch or (1 if jax.default_backend() == "cpu" else n // 2)
+    pairs = jax.lax.map(row_pair, jnp.arange(n // 2), batch_size=batch)  # [n/2, 2, B, Hkv, G*size, hd]
     blocks = jnp.concatenate([pairs[:, 0], pairs[::-1, 1]])  # block order 0..n-1
     out = blocks.reshape(n, b, kv_heads, group, size, hd).transpose(1, 0, 4, 2, 3, 5)
     return out.reshape(b, n * size, h, hd)[:, :t]

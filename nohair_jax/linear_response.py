@@ -27,9 +27,7 @@ import numpy as np
 
 from nohair_jax.checks import check_int
 from nohair_jax.model import Transformer
-from nohair_jax.offsets import (
-    check_finite_parameters, check_finite_result, check_pairs, continuation_positions, map_pairs,
-)
+from nohair_jax.offsets import check_finite_result, check_pairs, continuation_positions, map_pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +91,6 @@ def linear_response(model: Transformer, prompts_a, prompts_b, continuations, *, 
     a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"the linear response needs prompts of one length, got P_a={a.shape[1]} and P_b={b.shape[1]}")
-    check_finite_parameters(model)
     n_random = check_int("n_random", n_random)
     along, frobenius = map_pairs(pair_response, model, a, b, c, float64=float64, progress=progress,
                                  n_random=n_random, seed=int(seed))

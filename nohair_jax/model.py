@@ -356,6 +356,27 @@ class Transformer(nnx.Module):
         return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, sublayers=outputs)
 
 
+def split_stacked_blocks(model: Transformer) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:
+    """``nnx.split(model)`` with the blocks' parameters taken out and stacked [L, ...]: (graphdef,
+    the other parameters, the blocks'). What a jitted call over many inputs takes in place of the
+    model's state: inside, ``merge_stacked_blocks`` hands each block a slice of the stack, and XLA
+    folds the forward pass's ``jnp.stack`` of those slices back into the stack itself, so the
+    per-call copy of every block parameter (about 4 % of a SmolLM2 offsets call on a CPU) is made
+    once, here, instead of on every call. Bit-identical results."""
+    graphdef, state = nnx.split(model)
+    rest = nnx.State({key: value for key, value in state.items() if key != "blocks"})
+    layers = [state["blocks"][l] for l in range(len(model.blocks))]
+    return graphdef, rest, jax.tree.map(lambda *xs: jnp.stack(xs), *layers)
+
+
+def merge_stacked_blocks(graphdef: nnx.GraphDef, rest: nnx.State, blocks: nnx.State) -> Transformer:
+    """The inverse of ``split_stacked_blocks``: a ``Transformer`` whose block l reads ``blocks[l]``."""
+    n_layers = jax.tree.leaves(blocks)[0].shape[0]
+    state = nnx.State(dict(rest))
+    state["blocks"] = nnx.State({l: jax.tree.map(lambda x: x[l], blocks) for l in range(n_layers)})
+    return nnx.merge(graphdef, state)
+
+
 def untrained_model(depth: int, *, seed: int = 0, **config) -> Transformer:
     """``config.default_config(depth, **config)`` at random init from ``seed``."""
     return Transformer(default_config(depth, **config), rngs=nnx.Rngs(seed))

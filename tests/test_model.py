@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nohair_jax.model import PromptLogitBias, Transformer, TransformerConfig
+from nohair_jax.model import (
+    PromptLogitBias, Transformer, TransformerConfig, merge_stacked_blocks, split_stacked_blocks,
+)
 from reference_forward import (
     Params, flat_leaves, unflatten, build, random_params, random_tokens, ref_forward, ref_gelu, ref_gelu_tanh, ref_rope, ref_silu,
     ref_sinusoidal,
@@ -524,6 +526,23 @@ def test_blocks_are_traced_once_whatever_the_depth():
         jaxpr = jax.make_jaxpr(lambda s, x: nnx.merge(graphdef, s)(x).logits)(state, jnp.zeros((1, 8), jnp.int32))
         counts.append(str(jaxpr).count("dot_general"))
     assert counts[0] == counts[1] > 0
+
+
+def test_stacked_blocks_give_the_same_model():
+    """``split_stacked_blocks`` then ``merge_stacked_blocks`` (what the per-pair engine jits) is the
+    same model: block l gets layer l's parameters (a shuffled stack would change every output),
+    and the forward pass is bit-identical, jitted, to the model's own."""
+    cfg, model = _small_model(position="rope", n_layers=3)
+    tokens = jnp.asarray(random_tokens(cfg, 2, 9, seed=7))
+    graphdef, rest, blocks = split_stacked_blocks(model)
+    kernel = blocks["attn"]["q"]["kernel"][...]
+    assert kernel.shape == (3, cfg.d_model, cfg.n_heads * cfg.head_dim)
+    np.testing.assert_array_equal(kernel[2], model.blocks[2].attn.q.kernel[...])
+    want = jax.jit(lambda s, x: nnx.merge(*s)(x).hidden)(nnx.split(model), tokens)
+    got = jax.jit(lambda r, b, x: merge_stacked_blocks(graphdef, r, b)(x).hidden)(rest, blocks, tokens)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    shuffled = jax.tree.map(lambda x: x[::-1], blocks)
+    assert not np.array_equal(np.asarray(merge_stacked_blocks(graphdef, rest, shuffled)(tokens).hidden), np.asarray(want))
 
 
 def test_read_hidden_is_each_layers_stream_read_as_it_is_computed():

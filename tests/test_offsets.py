@@ -1,6 +1,7 @@
 """Offsets: exact zeros, causality, the dilution closed form, batch invariance, input errors."""
 
 import functools
+import gc
 
 import chex
 import jax
@@ -10,6 +11,7 @@ import pytest
 from flax import nnx
 
 import nohair_jax as nh
+from nohair_jax import offsets
 from nohair_jax.offsets import check_pairs, next_token_kl, pair_offsets
 
 
@@ -227,6 +229,29 @@ def test_non_finite_parameters_are_named_before_any_work(make_tiny):
     kernel[...] = kernel[...].at[0, 3].set(jnp.nan)
     with pytest.raises(ValueError, match=r"parameter blocks\.1\.mlp\.up\.kernel holds 1 non-finite values"):
         nh.prompt_pair_offsets(model, *nh.random_prompt_pairs(0, 1, 4, 8, 64))
+
+
+def test_prepared_parameters_follow_every_change_of_the_model(make_tiny):
+    """The engine keeps the last model's checked, stacked parameters: a parameter replaced after a
+    measurement is seen by the next one (a new value changes the offsets; a NaN is named), and a
+    second model of the same config is not confused with the first."""
+    model = make_tiny()
+    pairs = nh.random_prompt_pairs(0, 1, 4, 8, 64)
+    first = nh.prompt_pair_offsets(model, *pairs).l2
+    np.testing.assert_array_equal(nh.prompt_pair_offsets(model, *pairs).l2, first)  # the kept entry
+    other = make_tiny(seed=1)
+    assert not np.array_equal(nh.prompt_pair_offsets(other, *pairs).l2, first)
+    kernel = model.blocks[1].mlp.up.kernel
+    kernel[...] = kernel[...] * 2
+    assert not np.array_equal(nh.prompt_pair_offsets(model, *pairs).l2, first)
+    kernel[...] = kernel[...].at[0, 3].set(jnp.inf)
+    with pytest.raises(ValueError, match=r"parameter blocks\.1\.mlp\.up\.kernel holds 1 non-finite values"):
+        nh.prompt_pair_offsets(model, *pairs)
+    nh.prompt_pair_offsets(other, *pairs)
+    assert offsets._LAST_PREPARED, "the last model's prepared parameters are kept"
+    del other
+    gc.collect()
+    assert not offsets._LAST_PREPARED, "and dropped with the model"
 
 
 def test_overflowing_activations_are_refused_with_the_layer_and_position(make_tiny):
