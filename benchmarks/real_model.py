@@ -15,8 +15,9 @@ corpus with the model's own tokenizer, P 16, several T. Variants, interleaved re
     both sequences of a pair in one batch under ``torch.inference_mode()``, then the same l2 per
     layer and KL in torch (eager only up to ``--eager-max``: it holds [heads, S, S] weights per layer);
   * ``TransformerLens``, where ``transformer_lens`` is installed (``make bench-real`` runs in the
-    bench venv, which has it): version 4's ``TransformerBridge`` over the same transformers model
-    (sdpa), ``run_with_cache`` filtered to the residual stream (``blocks.0.hook_resid_pre`` and every
+    bench venv, which has it): version 4's ``TransformerBridge`` over its own copy of the
+    transformers model (sdpa; the bridge wraps the modules of the model it is given),
+    ``run_with_cache`` filtered to the residual stream (``blocks.0.hook_resid_pre`` and every
     ``blocks.l.hook_resid_post``), the same l2 and KL in torch (up to ``--eager-max`` too).
 
 The first call of each variant (compilation for JAX, first-touch allocations for torch) is
@@ -194,18 +195,16 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         # the log-t variant projects onto the vocabulary at K positions only: fewer useful FLOPs
         skipped = 2 * n_pairs * 2 * (PROMPT_LEN + length - log_positions(length).size) * cfg.d_model * cfg.vocab_size
         case_flops = {"nohair, KL at log t": flops - skipped}
-        cases = {"nohair": nohair_case(model, pairs), "nohair, KL at log t": nohair_case(model, pairs, "log"),
-                 "nohair forward": forward_case(model, pairs)}
-        references = {}
+        references = {}  # the other tools: name -> (offsets function, its model)
         if with_torch:
-            cases["transformers sdpa"] = per_pair_case(torch_offsets, hf["sdpa"], pairs)
-            references["sdpa"] = (torch_offsets, hf["sdpa"])
+            references["transformers sdpa"] = (torch_offsets, hf["sdpa"])
         if with_torch and length <= eager_max:
-            cases["transformers eager"] = per_pair_case(torch_offsets, hf["eager"], pairs)
-            references["eager"] = (torch_offsets, hf["eager"])
+            references["transformers eager"] = (torch_offsets, hf["eager"])
             if bridge is not None:
-                cases["TransformerLens"] = per_pair_case(lens_offsets, bridge, pairs)
                 references["TransformerLens"] = (lens_offsets, bridge)
+        cases = {"nohair": nohair_case(model, pairs), "nohair, KL at log t": nohair_case(model, pairs, "log"),
+                 "nohair forward": forward_case(model, pairs),
+                 **{name: per_pair_case(fn, reference, pairs) for name, (fn, reference) in references.items()}}
         first = {name: timed(thunk)[0] for name, thunk in cases.items()}
         samples = {name: [] for name in cases}
         peaks = []
