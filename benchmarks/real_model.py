@@ -24,7 +24,11 @@ The first call of each variant (compilation for JAX, first-touch allocations for
 reported apart from the steady state, the median of ``--repeats``. "of peak" is useful FLOP/s
 (``mfu.useful_flops``: weight products, the causal half of attention, logits) over a float32
 matmul peak measured right before each timed run (the fastest of 3). Before timing, the
-offsets of the tools are compared (largest difference relative to the offset's size).
+offsets of the tools are compared (largest difference relative to the offset's size). A
+"ceiling" line per T divides the log-t variant's useful FLOPs by the run's peak: the time it would
+take with every product at the peak, so the ratio to sdpa no implementation of the same FLOPs
+beats on this machine (parts of the model can run above a 2048-square product's peak, so it is a
+guide, not a proof).
 
     python benchmarks/real_model.py                        # T 1024 and 4096, 2 pairs
     python benchmarks/real_model.py --lengths 1024 4096 8192 --pairs 1 --repeats 3
@@ -221,6 +225,11 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
             print(f"{length:>5} {name:>20} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
                   f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus} "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
+        if with_torch:  # the roofline: what the log-t variant's own FLOPs allow on this machine
+            log_flops, peak_flops = case_flops["nohair, KL at log t"], statistics.median(peaks)
+            print(f"{length:>5} ceiling: at {peak_flops / 1e9:.0f} GFLOP/s the log-t variant's useful FLOPs take "
+                  f"{log_flops / peak_flops:.2f} s, {steady['transformers sdpa'] * peak_flops / log_flops:.2f}x sdpa; "
+                  f"1.5x sdpa needs {1.5 * log_flops / steady['transformers sdpa'] / peak_flops:.0%} of that peak")
         if references:
             agree = agreement(model, references, nh.PromptPairs(*(x[:1] for x in pairs)))
             print(f"{length:>5} agreement with the project's offsets (max |diff| / max value, first pair): "

@@ -55,15 +55,18 @@ class Diagnostics(NamedTuple):
 
 
 class ForwardOutput(NamedTuple):
-    """logits [B, T, vocab]; hidden [L+1, B, T, D] with hidden[0] the embedding output and
-    hidden[l] the residual stream after block l, before any final norm; diagnostics or None;
-    sublayers, on request: (attention, MLP) outputs [L, B, T, D] of every block, what each adds
-    to the residual stream in a pre-LN model (``hidden[l] = hidden[l-1] + attn[l-1] + mlp[l-1]``)."""
+    """logits [B, T, vocab] (None when not projected); hidden [L+1, B, T, D] with hidden[0] the
+    embedding output and hidden[l] the residual stream after block l, before any final norm;
+    diagnostics or None; sublayers, on request: (attention, MLP) outputs [L, B, T, D] of every
+    block, what each adds to the residual stream in a pre-LN model (``hidden[l] = hidden[l-1] +
+    attn[l-1] + mlp[l-1]``); final [B, T, D]: the final norm's output, what ``Transformer.unembed``
+    projects onto the vocabulary (T: the positions of ``logits_at`` when given)."""
 
-    logits: jax.Array
+    logits: jax.Array | None
     hidden: jax.Array
     diagnostics: Diagnostics | None
     sublayers: tuple[jax.Array, jax.Array] | None = None
+    final: jax.Array | None = None
 
 
 class Norm(nnx.Module):
@@ -97,10 +100,6 @@ class Embedding(nnx.Module):
     def __call__(self, ids: jax.Array) -> jax.Array:
         """ids int [...] -> [..., D]."""
         return jnp.take(self.embedding[...], ids, axis=0)
-
-    def attend(self, x: jax.Array) -> jax.Array:
-        """x [..., D] -> [..., count]: logits against every row (tied output embedding)."""
-        return x @ self.embedding[...].T
 
 
 def scale_rope_frequencies(inv_freq: jax.Array, scaling: RopeScaling) -> jax.Array:
@@ -276,6 +275,16 @@ class Transformer(nnx.Module):
             )
         )
 
+    def unembed(self, y: jax.Array, start: int | jax.Array = 0, size: int | None = None) -> jax.Array:
+        """The final norm's output y [..., D] -> logits [..., size] for the vocabulary entries
+        ``start .. start + size - 1`` (default: all of them), against the tied embedding or
+        ``lm_head``: a slice of the vocabulary at a time is how ``offsets.streamed_next_token_kl``
+        keeps its logits small. ``start`` may be traced; ``size`` is static."""
+        size = self.config.vocab_size if size is None else size
+        if self.lm_head is None:
+            return y @ jax.lax.dynamic_slice_in_dim(self.embed.embedding[...], start, size, axis=0).T
+        return y @ jax.lax.dynamic_slice_in_dim(self.lm_head.kernel[...], start, size, axis=1)
+
     def embed_tokens(self, tokens: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
         """tokens int [B, T] -> (h_0 [B, T, D]: token plus absolute position embeddings, the RoPE
         (cos, sin) tables [T, head_dim] the blocks rotate by, or None): what block 1 receives."""
@@ -303,6 +312,7 @@ class Transformer(nnx.Module):
         prompt_len: int | None = None,
         kv_streams: jax.Array | None = None,
         logits_at: jax.Array | None = None,
+        project: bool = True,
         sublayers: bool = False,
         read_hidden: Callable[[jax.Array], Any] | None = None,
         embedding_shift: jax.Array | None = None,
@@ -315,7 +325,8 @@ class Transformer(nnx.Module):
         Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets``
         checks them on the host. ``logits_at`` int [K], if given, are the sequence indices (0-based)
         at which the final norm's output is projected onto the vocabulary: logits [B, K, vocab]
-        (the projection is the costliest matrix product of a small model with a large vocabulary).
+        (the projection is the costliest matrix product of a small model with a large vocabulary);
+        ``project`` False (static) skips it: logits is None, and ``final`` is what it would project.
         ``sublayers`` (static) returns every block's attention and MLP outputs too. ``read_hidden``,
         a function of one residual stream [B, T, D] to any arrays, is applied to ``h_0`` and to each
         block's output as it is computed, and ``hidden`` holds what it returns, stacked over layers
@@ -346,14 +357,14 @@ class Transformer(nnx.Module):
             scales = jnp.concatenate([scales, final_scale[None]])
         if logits_at is not None:
             y = y[:, logits_at]
-        logits = self.embed.attend(y) if self.lm_head is None else self.lm_head(y)
+        logits = self.unembed(y) if project else None
 
         diag = None
         if diagnostics:
             diag = Diagnostics(norm_scale=scales, max_abs_logit=stats[0],
                                prompt_attention=None if prompt_len is None else stats[1], key_attention=stats[2])
         hidden = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), read(x0), hidden)
-        return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, sublayers=outputs)
+        return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, sublayers=outputs, final=y)
 
 
 def split_stacked_blocks(model: Transformer) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:

@@ -91,21 +91,64 @@ class Offsets:
         return self.t if self.kl_positions is None else self.kl_positions
 
 
-def next_token_kl(logits_a: jax.Array, logits_b: jax.Array) -> jax.Array:
-    """KL(softmax(logits_a) || softmax(logits_b)) over the last axis: [..., V], [..., V] -> [...] (nats).
+# The KL's logits are made a [KL_ROWS, KL_VOCAB_CHUNK] tile per run at a time (8 MB for both runs),
+# where the logits at every t of SmolLM2's 49152-word vocabulary were 200 MB per run, written once
+# and read several times (docs/benchmarks.md has the times).
+KL_ROWS = 256
+KL_VOCAB_CHUNK = 4096
 
-    Written as sum_v p_a (z_a - z_b) - (logsumexp z_a - logsumexp z_b): two exponentials per
-    entry instead of the three of two log-softmaxes and p_a, about half the time of the latter at
-    V = 4096 on a CPU, and as accurate in absolute terms (float32 rounding of order 1e-7 times the
-    logits' magnitude either way). Identical logits give exactly 0.
+
+def streamed_next_token_kl(unembed, vocab_size: int, y_a: jax.Array, y_b: jax.Array) -> jax.Array:
+    """KL(softmax(z_a) || softmax(z_b)) with z = ``unembed(y, start, size)``, the logits of the
+    vocabulary entries start .. start + size - 1: y_a, y_b [..., D] -> [...] (nats).
+
+    The full logits [..., vocab_size] are never held: rows go ``KL_ROWS`` at a time, and each row
+    walks over the vocabulary ``KL_VOCAB_CHUNK`` entries at a time with running maxima m, sums
+    s = sum exp(z - m) and the cross term c = sum exp(z_a - m_a) (z_a - z_b), rescaled when a
+    maximum grows (the online softmax of blockwise attention). Then
+
+        KL = c / s_a - (m_a - m_b + log(s_a / s_b)),
+
+    two exponentials per logit; as accurate as the same sums over whole rows (float32 rounding of
+    order 1e-7 times the logits' magnitude). Both runs go through the same operations, so
+    identical inputs give exactly 0.
     """
+    chex.assert_equal_shape([y_a, y_b])
+    lead, width = y_a.shape[:-1], y_a.shape[-1]
+    count = int(np.prod(lead))
+    rows = max(1, min(KL_ROWS, count))
+    ys = jnp.stack([y_a.reshape(count, width), y_b.reshape(count, width)])
+    ys = jnp.pad(ys, ((0, 0), (0, -count % rows), (0, 0)))  # zero rows: a finite KL, trimmed below
+    tiles = ys.reshape(2, -1, rows, width).swapaxes(0, 1)  # [n_tiles, 2, rows, D]
+    chunk = min(KL_VOCAB_CHUNK, vocab_size)
+    n_full, tail = divmod(vocab_size, chunk)
+
+    def fold(state, y, start, size):
+        """Fold vocabulary entries start .. start + size - 1 into (m [2, rows], s [2, rows], c [rows])."""
+        top, total, cross = state
+        z = unembed(y.reshape(2 * rows, width), start, size).reshape(2, rows, size)
+        new_top = jnp.maximum(top, z.max(-1))
+        e = jnp.exp(z - new_top[..., None])
+        keep = jnp.exp(top - new_top)  # 0 on the first chunk (top = -inf)
+        return new_top, keep * total + e.sum(-1), keep[0] * cross + jnp.sum(e[0] * (z[0] - z[1]), axis=-1)
+
+    def tile_kl(y):
+        state = (jnp.full((2, rows), -jnp.inf, y.dtype), jnp.zeros((2, rows), y.dtype), jnp.zeros(rows, y.dtype))
+        state, _ = jax.lax.scan(lambda st, i: (fold(st, y, i * chunk, chunk), None), state, jnp.arange(n_full))
+        if tail:
+            state = fold(state, y, n_full * chunk, tail)
+        top, total, cross = state
+        return cross / total[0] - (top[0] - top[1] + jnp.log(total[0] / total[1]))
+
+    return jax.lax.map(tile_kl, tiles).reshape(-1)[:count].reshape(lead)
+
+
+def next_token_kl(logits_a: jax.Array, logits_b: jax.Array) -> jax.Array:
+    """KL(softmax(logits_a) || softmax(logits_b)) over the last axis: [..., V], [..., V] -> [...]
+    (nats); ``streamed_next_token_kl`` with the logits given."""
     chex.assert_equal_shape([logits_a, logits_b])
-    top_a = logits_a.max(-1, keepdims=True)
-    top_b = logits_b.max(-1, keepdims=True)
-    e_a = jnp.exp(logits_a - top_a)
-    sum_a, sum_b = e_a.sum(-1), jnp.exp(logits_b - top_b).sum(-1)
-    cross = jnp.sum(e_a * (logits_a - logits_b), axis=-1) / sum_a
-    return cross - (top_a[..., 0] - top_b[..., 0] + jnp.log(sum_a / sum_b))
+    take = lambda z, start, size: jax.lax.dynamic_slice_in_dim(z, start, size, axis=-1)  # noqa: E731
+    return streamed_next_token_kl(take, logits_a.shape[-1], logits_a, logits_b)
 
 
 def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array,
@@ -133,15 +176,16 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
         # Both runs in one batch (about 15 % faster on a CPU than two calls); rows of one batch run
         # through identical code, so identical prompts still give exactly zero. Each layer's
         # distances are taken as the layer is computed: no [L+1, 2n, P+T, D] stack is held.
-        out = model(jnp.concatenate([tokens_a, tokens_b]), logits_at=at(prompts_a),
+        out = model(jnp.concatenate([tokens_a, tokens_b]), logits_at=at(prompts_a), project=False,
                     read_hidden=lambda x: distances(x[:n, -length:], x[n:, -length:]))
-        (l2, norm), (z_a, z_b) = out.hidden, (out.logits[:n], out.logits[n:])  # [L+1, n, T]
+        (l2, norm), (y_a, y_b) = out.hidden, (out.final[:n], out.final[n:])  # [L+1, n, T]
     else:
-        out_a, out_b = model(tokens_a, logits_at=at(prompts_a)), model(tokens_b, logits_at=at(prompts_b))
+        out_a = model(tokens_a, logits_at=at(prompts_a), project=False)
+        out_b = model(tokens_b, logits_at=at(prompts_b), project=False)
         l2, norm = distances(out_a.hidden[:, :, -length:], out_b.hidden[:, :, -length:])
-        z_a, z_b = out_a.logits, out_b.logits
+        y_a, y_b = out_a.final, out_b.final
     relative = jnp.where(l2 > 0, l2 / jnp.where(norm > 0, norm, 1), 0.0)
-    kl = next_token_kl(z_a, z_b)
+    kl = streamed_next_token_kl(model.unembed, model.config.vocab_size, y_a, y_b)
     to_pairs = lambda x: jnp.moveaxis(x, 0, 1)  # [L+1, n, T] -> [n, L+1, T]
     return to_pairs(l2), to_pairs(relative), to_pairs(norm), kl
 

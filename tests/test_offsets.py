@@ -136,6 +136,42 @@ def test_next_token_kl_matches_scipy_in_float64(scale):
     assert np.all(np.asarray(next_token_kl(za.astype(np.float32), za.astype(np.float32))) == 0)
 
 
+def test_streamed_kl_crosses_row_tiles_and_vocabulary_chunks_against_scipy():
+    """More rows than one tile and a vocabulary of two whole chunks and a tail, with the largest
+    logit of some rows only in a later chunk (the running maximum then grows and rescales)."""
+    from scipy.special import rel_entr, softmax
+
+    rng = np.random.default_rng(2)
+    vocab = 2 * offsets.KL_VOCAB_CHUNK + 123
+    za = 3.0 * rng.standard_normal((2, offsets.KL_ROWS // 2 + 17, vocab))
+    zb = za + 0.3 * rng.standard_normal(za.shape)
+    za[0, :5, vocab - 3] = zb[0, :5, vocab - 4] = 40.0  # in the tail chunk
+    za[1, :5, offsets.KL_VOCAB_CHUNK + 1] = 40.0  # in the second chunk, in a only
+    got = np.asarray(next_token_kl(za.astype(np.float32), zb.astype(np.float32)))
+    ref = rel_entr(softmax(za, -1), softmax(zb, -1)).sum(-1)
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
+    assert ref[0, :5].min() > 1 and ref[1, :5].min() > 1  # the planted tokens move the KL
+
+
+def test_kl_of_a_large_untied_vocabulary_against_its_explicit_logits():
+    """prompt_pair_offsets' KL, streamed over ``Transformer.unembed`` slices of an untied ``lm_head``
+    (vocabulary of a chunk and a tail, 2 x 150 rows per run), against the model's whole logits
+    in float64 numpy."""
+    vocab = offsets.KL_VOCAB_CHUNK + 37
+    cfg = nh.TransformerConfig(vocab_size=vocab, d_model=16, n_heads=2, n_layers=1, max_len=160, tied_embeddings=False,
+                             init_std=0.5)  # logits of order 1: KLs of order 0.1, not 1e-8
+    model = nh.Transformer(cfg, rngs=nnx.Rngs(0))
+    a, b, c = pairs(n=2, P=4, T=150, vocab=vocab)
+    off = nh.prompt_pair_offsets(model, a, b, c, float64=True, pairs_per_call=2)
+    with jax.enable_x64(True):
+        m64 = nnx.merge(nnx.graphdef(model), jax.tree_util.tree_map(lambda x: x.astype(np.float64), nnx.state(model)))
+        z_a, z_b = (np.asarray(m64(np.concatenate([p, c], 1)).logits)[:, 4:] for p in (a, b))
+    lp_a, lp_b = (z - np.logaddexp.reduce(z, axis=-1, keepdims=True) for z in (z_a, z_b))
+    # float64 rounding of sums over 4133 logits of order 10: about 1e-14 (float32 would be 1e-6)
+    np.testing.assert_allclose(off.kl, (np.exp(lp_a) * (lp_a - lp_b)).sum(-1), rtol=1e-10, atol=1e-12)
+    assert np.all(off.kl > 0) and off.kl.max() > 0.1  # not a test of zeros
+
+
 def test_shared_continuation_is_broadcast(make_tiny):
     model = make_tiny()
     a, b, c = pairs(n=3)
