@@ -102,10 +102,11 @@ def streamed_next_token_kl(unembed, vocab_size: int, y_a: jax.Array, y_b: jax.Ar
     """KL(softmax(z_a) || softmax(z_b)) with z = ``unembed(y, start, size)``, the logits of the
     vocabulary entries start .. start + size - 1: y_a, y_b [..., D] -> [...] (nats).
 
-    The full logits [..., vocab_size] are never held: rows go ``KL_ROWS`` at a time, and each row
-    walks over the vocabulary ``KL_VOCAB_CHUNK`` entries at a time with running maxima m, sums
-    s = sum exp(z - m) and the cross term c = sum exp(z_a - m_a) (z_a - z_b), rescaled when a
-    maximum grows (the online softmax of blockwise attention). Then
+    The full logits [..., vocab_size] are never held: rows go ``KL_ROWS`` at a time on a CPU (all
+    at once elsewhere), and each row walks over the vocabulary ``KL_VOCAB_CHUNK`` entries at a
+    time with running maxima m, sums s = sum exp(z - m) and the cross term
+    c = sum exp(z_a - m_a) (z_a - z_b), rescaled when a maximum grows (the online softmax of
+    blockwise attention). Then
 
         KL = c / s_a - (m_a - m_b + log(s_a / s_b)),
 
@@ -116,7 +117,8 @@ def streamed_next_token_kl(unembed, vocab_size: int, y_a: jax.Array, y_b: jax.Ar
     chex.assert_equal_shape([y_a, y_b])
     lead, width = y_a.shape[:-1], y_a.shape[-1]
     count = int(np.prod(lead))
-    rows = max(1, min(KL_ROWS, count))
+    # A CPU keeps a tile in cache; an accelerator is filled by all rows at once (as the attention's row pairs).
+    rows = max(1, min(KL_ROWS, count) if jax.default_backend() == "cpu" else count)
     ys = jnp.stack([y_a.reshape(count, width), y_b.reshape(count, width)])
     ys = jnp.pad(ys, ((0, 0), (0, -count % rows), (0, 0)))  # zero rows: a finite KL, trimmed below
     tiles = ys.reshape(2, -1, rows, width).swapaxes(0, 1)  # [n_tiles, 2, rows, D]

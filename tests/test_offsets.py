@@ -136,10 +136,14 @@ def test_next_token_kl_matches_scipy_in_float64(scale):
     assert np.all(np.asarray(next_token_kl(za.astype(np.float32), za.astype(np.float32))) == 0)
 
 
-def test_streamed_kl_crosses_row_tiles_and_vocabulary_chunks_against_scipy():
-    """More rows than one tile and a vocabulary of two whole chunks and a tail, with the largest
-    logit of some rows only in a later chunk (the running maximum then grows and rescales)."""
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_streamed_kl_crosses_row_tiles_and_vocabulary_chunks_against_scipy(backend, monkeypatch):
+    """More rows than one tile (on a CPU; all rows in one elsewhere) and a vocabulary of two whole
+    chunks and a tail, with the largest logit of some rows only in a later chunk (the running
+    maximum then grows and rescales)."""
     from scipy.special import rel_entr, softmax
+
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
 
     rng = np.random.default_rng(2)
     vocab = 2 * offsets.KL_VOCAB_CHUNK + 123
