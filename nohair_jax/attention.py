@@ -18,6 +18,8 @@ trip counts keep the function differentiable (no while-loop). Row pairs are inde
 CPU one loop walks them one tile at a time (a tile stays in cache; XLA's CPU runtime, jax 0.10,
 runs even independent loops one after the other, so splitting the pairs among per-core loops
 gained nothing: docs/benchmarks.md); on an accelerator one loop computes all of them at once.
+Within a loop step the runtime does run independent operations side by side, so on a CPU each
+step's (sequence, key/value head) tiles are separate operations (``lanes``).
 
 Grouped-query attention (``k``, ``v`` with fewer heads than ``q``) never repeats keys or values:
 the query heads that share a key/value head are folded into the rows of one matrix product.
@@ -47,6 +49,8 @@ IMPLEMENTATIONS = ("auto", "plain", "blockwise")
 # plain one.
 BLOCKWISE_FROM = 1024
 DEFAULT_BLOCK = 512
+# Separate operations per tile step on a CPU: one per (sequence, key/value head) up to this many.
+CPU_LANES = 8
 
 
 def use_blockwise(implementation: str, length: int, diagnostics: bool) -> bool:
@@ -147,12 +151,12 @@ def plain_attention(
 
 
 def _tiles(x: jax.Array, n: int, size: int) -> jax.Array:
-    """[B, T', heads, group, hd] with T' = n * size -> [n, B, heads, group * size, hd] (block-major).
+    """[B, T', heads, group, hd] with T' = n * size -> [n, B * heads, group * size, hd] (block-major).
 
     Query head h reads key/value head h // group: the group's heads become rows of one tile."""
     b, _, heads, group, hd = x.shape
     x = x.reshape(b, n, size, heads, group, hd).transpose(1, 0, 3, 4, 2, 5)
-    return x.reshape(n, b, heads, group * size, hd)
+    return x.reshape(n, b * heads, group * size, hd)
 
 
 def blockwise_attention(
@@ -163,6 +167,7 @@ def blockwise_attention(
     *,
     block: int = DEFAULT_BLOCK,
     batch: int | None = None,
+    lanes: int | None = None,
 ) -> jax.Array:
     """q [B, T, H, hd], k, v [B, T, Hkv, hd] -> out [B, T, H, hd]: causal softmax attention, online.
 
@@ -171,6 +176,10 @@ def blockwise_attention(
     after the last, which no real query can see.
     ``batch``: row pairs each loop step computes at once, vectorised (None: 1 on a CPU, where a
     tile stays in cache; all of them elsewhere, to fill an accelerator).
+    ``lanes``: the B * Hkv (sequence, key/value head) tiles of a step are cut into this many
+    separate operations (None: up to ``CPU_LANES`` on a CPU, 1 elsewhere). XLA's CPU runtime
+    runs independent operations of a loop step side by side, one per core, where it runs one
+    batched operation of these sizes on one core (docs/benchmarks.md).
     """
     b, t, h, hd = q.shape
     kv_heads = k.shape[2]
@@ -178,41 +187,57 @@ def blockwise_attention(
     n = 2 * -(-t // (2 * block))  # even: query blocks r and n-1-r make one row pair
     size = 8 * -(-t // (8 * n))  # <= block, padding under 8 per block: T = 4112 is not cut into 4608
     pad = [(0, 0), (0, n * size - t), (0, 0), (0, 0), (0, 0)]
+    cpu = jax.default_backend() == "cpu"
+    lanes = min(b * kv_heads, lanes or (CPU_LANES if cpu else 1))
+    cuts = np.linspace(0, b * kv_heads, lanes + 1).astype(int)
+    spans = [slice(lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:])]  # each lane's tiles of the B * Hkv
+
+    def lane_tiles(x):  # [B, T, Hkv, G, hd] -> per lane [n, tiles of the lane, G * size, hd]
+        tiles = _tiles(jnp.pad(x, pad), n, size)
+        return [tiles[:, span] for span in spans]
+
     # Scaling q (T * hd products) instead of the logits (T^2 / 2) moves a rounding, nothing more.
     q = q / jnp.sqrt(jnp.asarray(hd, q.dtype))
-    q_tiles = _tiles(jnp.pad(q.reshape(b, t, kv_heads, group, hd), pad), n, size)  # [n, B, Hkv, G*size, hd]
-    k_tiles = _tiles(jnp.pad(k[:, :, :, None], pad), n, size)  # [n, B, Hkv, size, hd]
-    v_tiles = _tiles(jnp.pad(v[:, :, :, None], pad), n, size)
+    q_tiles = lane_tiles(q.reshape(b, t, kv_heads, group, hd))
+    k_tiles, v_tiles = lane_tiles(k[:, :, :, None]), lane_tiles(v[:, :, :, None])
     row_offset = jnp.tile(jnp.arange(size), group)  # position within a block of each folded row
     key_offset = jnp.arange(size)
-    # ALiBi's slope of each folded row: rows g * size .. (g + 1) * size - 1 of kv head k are query head k * group + g.
-    slopes = (None if terms is None or terms.alibi is None
-              else jnp.repeat(jnp.asarray(terms.alibi).reshape(kv_heads, group), size, axis=1))  # [Hkv, G*size]
+    # ALiBi's slope of each folded row: rows g * size .. (g + 1) * size - 1 of kv head k are query
+    # head k * group + g; tile i is kv head i % Hkv of sequence i // Hkv.
+    if terms is None or terms.alibi is None:
+        lane_slopes = [None] * lanes
+    else:
+        slopes = jnp.repeat(jnp.asarray(terms.alibi).reshape(kv_heads, group), size, axis=1)  # [Hkv, G*size]
+        lane_slopes = [jnp.tile(slopes, (b, 1))[span] for span in spans]
 
     def update(state, q_block, k_block, diagonal: bool):
-        """Fold tile (q_block, k_block) into a query block's online-softmax state: running max
-        and sum [B, Hkv, rows], unnormalised output [B, Hkv, rows, hd]."""
-        top, l_sum, acc = state
+        """Fold tile (q_block, k_block) of every lane into a query block's online-softmax state: per
+        lane, running max and sum [tiles, rows], unnormalised output [tiles, rows, hd]."""
         q_pos, k_pos = q_block * size + row_offset, k_block * size + key_offset
-        logits = jnp.einsum("bhqd,bhkd->bhqk", q_tiles[q_block], k_tiles[k_block])
-        added = added_logits(terms, q_pos, k_pos, slopes, logits.dtype)
-        if added is not None:  # a window's -inf never empties a row: its diagonal tile came first
-            logits = logits + added
-        if diagonal:  # the only tiles with masked entries; masking every tile would cost ~15 %
-            logits = jnp.where(q_pos[:, None] >= k_pos[None, :], logits, -jnp.inf)
-        new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees a key
-        p = jnp.exp(logits - new_top[..., None])
-        rescale = jnp.exp(top - new_top)  # 0 on a block's first tile (top = -inf)
-        l_sum = rescale * l_sum + p.sum(-1)
-        acc = rescale[..., None] * acc + jnp.einsum("bhqk,bhkd->bhqd", p, v_tiles[k_block])
-        return new_top, l_sum, acc
+        new = []
+        for (top, l_sum, acc), q_lane, k_lane, v_lane, lane_slope in zip(state, q_tiles, k_tiles, v_tiles, lane_slopes):
+            logits = jnp.einsum("hqd,hkd->hqk", q_lane[q_block], k_lane[k_block])
+            added = added_logits(terms, q_pos, k_pos, lane_slope, logits.dtype)
+            if added is not None:  # a window's -inf never empties a row: its diagonal tile came first
+                logits = logits + added
+            if diagonal:  # the only tiles with masked entries; masking every tile would cost ~15 %
+                logits = jnp.where(q_pos[:, None] >= k_pos[None, :], logits, -jnp.inf)
+            new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees a key
+            p = jnp.exp(logits - new_top[..., None])
+            rescale = jnp.exp(top - new_top)  # 0 on a block's first tile (top = -inf)
+            new.append((new_top, rescale * l_sum + p.sum(-1),
+                        rescale[..., None] * acc + jnp.einsum("hqk,hkd->hqd", p, v_lane[k_block])))
+        return new
 
-    rows = q_tiles.shape[1:-1]
-    empty = (jnp.full(rows, -jnp.inf, q.dtype), jnp.zeros(rows, q.dtype), jnp.zeros((*rows, hd), q.dtype))
+    def empty_lane(x):
+        rows = x.shape[1:3]
+        return jnp.full(rows, -jnp.inf, q.dtype), jnp.zeros(rows, q.dtype), jnp.zeros((*rows, hd), q.dtype)
+
+    empty = [empty_lane(x) for x in q_tiles]
 
     def row_pair(r):
         """Query blocks r and n-1-r: their diagonal tiles, then n - 1 tiles below the diagonal in
-        one scan -> outputs [2, B, Hkv, G*size, hd]."""
+        one scan -> outputs [2, B * Hkv, G*size, hd]."""
         own = jnp.stack([r, n - 1 - r])
         diagonal = jax.vmap(lambda i: update(empty, i, i, diagonal=True))(own)
         take = lambda i: jax.tree_util.tree_map(lambda x: x[i], diagonal)
@@ -227,11 +252,12 @@ def blockwise_attention(
             state = update(state, jnp.where(second, n - 1 - r, r), jnp.where(second, s - r, s), diagonal=False)
             return (state, first), None
 
-        ((_, l_sum, acc), (_, first_sum, first_acc)), _ = jax.lax.scan(step, (take(0), take(0)), jnp.arange(n - 1))
-        return jnp.stack([first_acc / first_sum[..., None], acc / l_sum[..., None]])
+        (state, first), _ = jax.lax.scan(step, (take(0), take(0)), jnp.arange(n - 1))
+        normalised = lambda lanes_state: jnp.concatenate([acc / l_sum[..., None] for _, l_sum, acc in lanes_state])
+        return jnp.stack([normalised(first), normalised(state)])
 
-    batch = batch or (1 if jax.default_backend() == "cpu" else n // 2)
-    pairs = jax.lax.map(row_pair, jnp.arange(n // 2), batch_size=batch)  # [n/2, 2, B, Hkv, G*size, hd]
+    batch = batch or (1 if cpu else n // 2)
+    pairs = jax.lax.map(row_pair, jnp.arange(n // 2), batch_size=batch)  # [n/2, 2, B * Hkv, G*size, hd]
     blocks = jnp.concatenate([pairs[:, 0], pairs[::-1, 1]])  # block order 0..n-1
     out = blocks.reshape(n, b, kv_heads, group, size, hd).transpose(1, 0, 4, 2, 3, 5)
     return out.reshape(b, n * size, h, hd)[:, :t]

@@ -90,6 +90,18 @@ def test_blockwise_schedules_agree(batch):
     np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=2e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("lanes", [1, 4, 6, 9])
+def test_blockwise_lanes_agree(lanes):
+    """The 2 * 3 (sequence, key/value head) tiles cut into separate operations: evenly (1, 6),
+    unevenly (4: lanes of 1 and 2 tiles) and more lanes than tiles (9); ALiBi's slopes must follow
+    each tile's head across the sequences of a lane."""
+    q, k, v = random_qkv(5, 2, 70, 6, 3, 8)
+    bias = LogitTerms(PromptLogitBias(prompt_len=6), tuple(alibi_slopes(6)), 25)
+    want = ref_attention(q, k, v, bias)
+    got = jax.jit(lambda q, k, v: blockwise_attention(q, k, v, bias, block=16, lanes=lanes))(q, k, v)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
 def test_blockwise_gradient_matches_plain():
     """Static trip counts (lax.scan, no while loop): the blockwise path can be differentiated."""
     q, k, v = random_qkv(4, 1, 30, 2, 1, 8)
