@@ -39,6 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nohair_jax.checks import check_int
+
 if TYPE_CHECKING:
     from nohair_jax.config import PromptLogitBias, TransformerConfig
 
@@ -181,6 +183,10 @@ def blockwise_attention(
     runs independent operations of a loop step side by side, one per core, where it runs one
     batched operation of these sizes on one core (docs/benchmarks.md).
     """
+    check_int("block", block)
+    for name, value in (("batch", batch), ("lanes", lanes)):
+        if value is not None:
+            check_int(name, value)
     b, t, h, hd = q.shape
     kv_heads = k.shape[2]
     group = h // kv_heads

@@ -102,6 +102,14 @@ def test_blockwise_lanes_agree(lanes):
     np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=2e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("setting", [dict(block=0), dict(batch=-1), dict(lanes=0), dict(lanes=2.5)])
+def test_blockwise_settings_refused_in_one_line(setting):
+    q, k, v = random_qkv(6, 1, 20, 2, 1, 8)
+    (name, value), = setting.items()
+    with pytest.raises(ValueError, match=f"^{name} must be an int >= 1, got {value!r}$"):
+        blockwise_attention(q, k, v, **setting)
+
+
 def test_blockwise_gradient_matches_plain():
     """Static trip counts (lax.scan, no while loop): the blockwise path can be differentiated."""
     q, k, v = random_qkv(4, 1, 30, 2, 1, 8)
