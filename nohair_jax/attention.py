@@ -214,26 +214,31 @@ def blockwise_attention(
         lane_slopes = [None] * lanes
     else:
         slopes = jnp.repeat(jnp.asarray(terms.alibi).reshape(kv_heads, group), size, axis=1)  # [Hkv, G*size]
-        lane_slopes = [jnp.tile(slopes, (b, 1))[span] for span in spans]
+        slopes = jnp.tile(slopes, (b, 1))  # [B * Hkv, G*size]
+        lane_slopes = [slopes[span] for span in spans]
+
+    def fold(state, q_tile, k_tile, v_tile, slope, q_pos, k_pos, diagonal: bool):
+        """One lane's tile into its online-softmax state: running max and sum [tiles, rows],
+        unnormalised output [tiles, rows, hd]."""
+        top, l_sum, acc = state
+        logits = jnp.einsum("hqd,hkd->hqk", q_tile, k_tile)
+        added = added_logits(terms, q_pos, k_pos, slope, logits.dtype)
+        if added is not None:  # a window's -inf never empties a row: its diagonal tile came first
+            logits = logits + added
+        if diagonal:  # the only tiles with masked entries; masking every tile would cost ~15 %
+            logits = jnp.where(q_pos[:, None] >= k_pos[None, :], logits, -jnp.inf)
+        new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees a key
+        p = jnp.exp(logits - new_top[..., None])
+        rescale = jnp.exp(top - new_top)  # 0 on a block's first tile (top = -inf)
+        l_sum = rescale * l_sum + p.sum(-1)
+        acc = rescale[..., None] * acc + jnp.einsum("hqk,hkd->hqd", p, v_tile)
+        return new_top, l_sum, acc
 
     def update(state, q_block, k_block, diagonal: bool):
-        """Fold tile (q_block, k_block) of every lane into a query block's online-softmax state: per
-        lane, running max and sum [tiles, rows], unnormalised output [tiles, rows, hd]."""
+        """Fold tile (q_block, k_block) of every lane into a query block's per-lane states."""
         q_pos, k_pos = q_block * size + row_offset, k_block * size + key_offset
-        new = []
-        for (top, l_sum, acc), q_lane, k_lane, v_lane, lane_slope in zip(state, q_tiles, k_tiles, v_tiles, lane_slopes):
-            logits = jnp.einsum("hqd,hkd->hqk", q_lane[q_block], k_lane[k_block])
-            added = added_logits(terms, q_pos, k_pos, lane_slope, logits.dtype)
-            if added is not None:  # a window's -inf never empties a row: its diagonal tile came first
-                logits = logits + added
-            if diagonal:  # the only tiles with masked entries; masking every tile would cost ~15 %
-                logits = jnp.where(q_pos[:, None] >= k_pos[None, :], logits, -jnp.inf)
-            new_top = jnp.maximum(top, logits.max(-1))  # finite: every row sees a key
-            p = jnp.exp(logits - new_top[..., None])
-            rescale = jnp.exp(top - new_top)  # 0 on a block's first tile (top = -inf)
-            new.append((new_top, rescale * l_sum + p.sum(-1),
-                        rescale[..., None] * acc + jnp.einsum("hqk,hkd->hqd", p, v_lane[k_block])))
-        return new
+        return [fold(lane_state, q_lane[q_block], k_lane[k_block], v_lane[k_block], slope, q_pos, k_pos, diagonal)
+                for lane_state, q_lane, k_lane, v_lane, slope in zip(state, q_tiles, k_tiles, v_tiles, lane_slopes)]
 
     def empty_lane(x):
         rows = x.shape[1:3]
