@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 BENCH_VENV ?= .venv-bench
 OUT ?= results
 
-.PHONY: run test bench bench-mfu bench-memory bench-real bench-gpu bench-tl stress-interruptions clean
+.PHONY: run test bench bench-mfu bench-memory bench-attention bench-real bench-gpu bench-tl stress-interruptions clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench-mfu: $(VENV)/.installed
 # Peak memory against T = 1k..64k and the time of the T = 65536 pair (~15 min on 2 cores).
 bench-memory: $(VENV)/.installed
 	$(BIN)/python benchmarks/memory.py
+
+# SmolLM2's attention alone against torch's fused kernel, on one core and on all (~4 min on 2 cores).
+bench-attention: $(VENV)/.installed
+	$(BIN)/python benchmarks/attention_cores.py
 
 # SmolLM2-135M against transformers (sdpa, eager) and TransformerLens at T 1024 and 4096
 # (T 1024: about 8 min on 2 cores; T 4096 adds 20 or more).

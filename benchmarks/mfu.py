@@ -37,12 +37,17 @@ from nohair_jax.model import TransformerConfig
 PROMPT_LEN = 16
 
 
+def causal_attention_flops(heads: int, head_dim: int, length: int) -> float:
+    """FLOPs of one sequence's causal attention: q.k and weights.v for query i on keys j <= i."""
+    return 2 * 2 * heads * head_dim * length * (length + 1) / 2
+
+
 def useful_flops(cfg: TransformerConfig, length: int) -> float:
     """FLOPs of the matrix products one forward pass over ``length`` tokens needs (causal half of attention)."""
     d, hd = cfg.d_model, cfg.head_dim
     projections = 2 * length * d * (2 * cfg.n_heads * hd + 2 * cfg.kv_heads * hd)
     mlp = 2 * length * d * cfg.mlp_width * (3 if cfg.mlp == "swiglu" else 2)
-    attention = 2 * 2 * cfg.n_heads * hd * length * (length + 1) / 2  # q.k and weights.v, keys j <= i
+    attention = causal_attention_flops(cfg.n_heads, hd, length)
     logits = 2 * length * d * cfg.vocab_size
     return cfg.n_layers * (projections + mlp + attention) + logits
 
@@ -73,7 +78,7 @@ def attention_case(heads: int, length: int, kind: str, head_dim: int = 32):
         "dot_product_attention": lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla"),
     }[kind]
     run = jax.jit(fn)
-    return (lambda: run(q, k, v)), 2 * 2 * heads * head_dim * length * (length + 1) / 2
+    return (lambda: run(q, k, v)), causal_attention_flops(heads, head_dim, length)
 
 
 def timed(thunk) -> tuple[float, float]:
