@@ -38,7 +38,7 @@ bench-mfu: $(VENV)/.installed
 bench-memory: $(VENV)/.installed
 	$(BIN)/python benchmarks/memory.py
 
-# SmolLM2's attention alone against torch's fused kernel, on one core and on all (~4 min on 2 cores).
+# SmolLM2's attention alone against torch's fused kernel, on one core and on all (~5 min on 2 cores).
 bench-attention: $(VENV)/.installed
 	$(BIN)/python benchmarks/attention_cores.py
 

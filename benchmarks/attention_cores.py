@@ -3,9 +3,9 @@ on one core and on all of them, in one run.
 
 What the real-model table (``real_model.py``) cannot tell apart: whether the project's attention is
 slower than transformers' per core, or scales worse over cores. Each core count runs in its own
-process (``os.sched_setaffinity`` before jax and torch start their thread pools; torch gets as many
-threads), and in it, interleaved round by round (``mfu.interleaved``: a matmul peak right before
-each case):
+process, pinned as it starts (``os.sched_setaffinity``, before jax and torch make their thread
+pools; torch gets as many threads), and in it the cases run interleaved round by round
+(``mfu.interleaved``: a matmul peak right before each case):
 
   * ``nohair blockwise``: ``attention.blockwise_attention`` as the model calls it (default block,
     the CPU's lanes);
@@ -37,7 +37,12 @@ import os
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from mfu import causal_attention_flops, interleaved, matmul_case
+from nohair_jax.attention import blockwise_attention
 
 PROMPT_LEN = 16
 HEADS, KV_HEADS, HEAD_DIM = 9, 3, 64  # SmolLM2-135M
@@ -52,12 +57,7 @@ def attention_flops(sequence: int, layers: int) -> float:
 def worker(lengths: list[int], layers: dict[int, int], rounds: int) -> dict:
     """In a process pinned to its cores: per T, {variant: median FLOP/s and of peak}, the peak, and
     the largest difference of the project's outputs from torch's (relative to torch's largest)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import torch
-
-    from nohair_jax.attention import blockwise_attention
+    import torch  # here: the parent process only prints
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     results = {}
@@ -103,10 +103,11 @@ def worker(lengths: list[int], layers: dict[int, int], rounds: int) -> dict:
 
 
 def run_pinned(cores: int, args) -> dict:
-    """The worker in a child process on cores 0..cores-1; its results."""
+    """The worker in a child process on the first ``cores`` of this process's cores; its results."""
+    pinned = sorted(os.sched_getaffinity(0))[:cores]
     command = [sys.executable, __file__, "--worker", "--lengths", *map(str, args.lengths),
                "--layers", *map(str, args.layers), "--rounds", str(args.rounds)]
-    child = subprocess.run(command, capture_output=True, text=True, preexec_fn=lambda: os.sched_setaffinity(0, range(cores)))
+    child = subprocess.run(command, capture_output=True, text=True, preexec_fn=lambda: os.sched_setaffinity(0, pinned))
     if child.returncode != 0:
         raise SystemExit(f"the {cores}-core run failed:\n{child.stderr[-2000:]}")
     return {int(k): v for k, v in json.loads(child.stdout.splitlines()[-1]).items()}
