@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mfu import causal_attention_flops, interleaved, matmul_case
+from mfu import causal_attention_flops, interleaved, machine, matmul_case
 from nohair_jax.attention import blockwise_attention
 
 PROMPT_LEN = 16
@@ -134,6 +134,7 @@ def main() -> None:
         return
     available = len(os.sched_getaffinity(0))
     counts = [1] if available == 1 else [1, available]
+    print(f"jax {jax.__version__} on {machine()}")
     runs = {}
     for cores in counts:
         print(f"running on {cores} core(s)...", flush=True)

@@ -23,6 +23,8 @@ on the machine disturb less (it is not a speed: idle waiting threads count in it
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import time
 
 import jax
@@ -35,6 +37,16 @@ from nohair_jax.model import untrained_model
 from nohair_jax.model import TransformerConfig
 
 PROMPT_LEN = 16
+
+
+def machine() -> str:
+    """The CPU's model name and the cores this process may use: which machine a table came from."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            name = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        name = platform.processor() or platform.machine()
+    return f"{name}, {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} cores"
 
 
 def causal_attention_flops(heads: int, head_dim: int, length: int) -> float:

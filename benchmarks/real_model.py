@@ -14,6 +14,8 @@ corpus with the model's own tokenizer, P 16, several T. Variants, interleaved re
   * ``transformers sdpa`` and ``transformers eager``: ``model(ids, output_hidden_states=True)`` on
     both sequences of a pair in one batch under ``torch.inference_mode()``, then the same l2 per
     layer and KL in torch (eager only up to ``--eager-max``: it holds [heads, S, S] weights per layer);
+  * ``transformers sdpa, log t``: the same with ``logits_to_keep`` the log-spaced positions, the
+    logits and the KL there only: transformers doing what the project's log-t variant does;
   * ``TransformerLens``, where ``transformer_lens`` is installed (``make bench-real`` runs in the
     bench venv, which has it): version 4's ``TransformerBridge`` over its own copy of the
     transformers model (sdpa; the bridge wraps the modules of the model it is given),
@@ -23,7 +25,9 @@ corpus with the model's own tokenizer, P 16, several T. Variants, interleaved re
 The first call of each variant (compilation for JAX, first-touch allocations for torch) is
 reported apart from the steady state, the median of ``--repeats``. "of peak" is useful FLOP/s
 (``mfu.useful_flops``: weight products, the causal half of attention, logits) over a float32
-matmul peak measured right before each timed run (the fastest of 3). Before timing, the
+matmul peak measured right before each timed run (the fastest of 3), jax's. The header also
+prints torch's own peak: its products and jax's reach different speeds on different CPUs, and
+the ratios to the torch tools move with them. Before timing, the
 offsets of the tools are compared (largest difference relative to the offset's size). A
 "ceiling" line per T divides the log-t variant's useful FLOPs by the run's peak: the time it would
 take with every product at the peak, so the ratio to sdpa no implementation of the same FLOPs
@@ -62,7 +66,7 @@ except ImportError:
     torch = transformers = None
 
 import nohair_jax as nh
-from mfu import matmul_case, timed, useful_flops
+from mfu import machine, matmul_case, timed, useful_flops
 from nohair_jax.checkpoints import packaged_model_path
 from nohair_jax.model import merge_stacked_blocks, split_stacked_blocks
 from nohair_jax.tokenization import tokenize
@@ -104,20 +108,25 @@ def pair_ids(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> torch.Tensor:
 
 
 def torch_l2_kl(hidden: torch.Tensor, logits: torch.Tensor, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """hidden [layers, 2, S, D], logits [2, S, V] -> l2 [layers, T] and KL [T] over the last ``length`` positions."""
+    """hidden [layers, 2, S, D] and logits [2, K, V] at the K positions the KL reads -> l2 [layers, T]
+    over the last ``length`` positions and KL [K]."""
     hidden = hidden[:, :, -length:]
     l2 = torch.linalg.vector_norm(hidden[:, 0] - hidden[:, 1], dim=-1)
-    logp = torch.log_softmax(logits[:, -length:].float(), dim=-1)
+    logp = torch.log_softmax(logits.float(), dim=-1)
     return l2.numpy(), (logp[0].exp() * (logp[0] - logp[1])).sum(-1).numpy()
 
 
-def torch_offsets(model, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """l2 [L, T] (layers 0..L-1) and KL [T] of one pair through transformers, both sequences in one batch."""
+def torch_offsets(model, a: np.ndarray, b: np.ndarray, c: np.ndarray, kl_t: np.ndarray | None = None):
+    """l2 [L, T] (layers 0..L-1) and KL [T] of one pair through transformers, both sequences in one
+    batch; with ``kl_t`` (t values, 1-based) the logits and the KL at those t only [K], as the
+    project's ``kl_positions`` (transformers' ``logits_to_keep``)."""
+    keep = 0 if kl_t is None else torch.as_tensor(a.size + kl_t - 1)  # t is at index P + t - 1
     with torch.inference_mode():
-        out = model(pair_ids(a, b, c), output_hidden_states=True)
+        out = model(pair_ids(a, b, c), output_hidden_states=True, logits_to_keep=keep)
         # hidden_states[-1] is after the final norm in transformers; the project's h_L is before it,
         # so the last layer is compared through the final norm's input (the residual stream): skip it.
-        return torch_l2_kl(torch.stack(out.hidden_states[:-1]), out.logits, c.size)
+        logits = out.logits[:, -c.size:] if kl_t is None else out.logits
+        return torch_l2_kl(torch.stack(out.hidden_states[:-1]), logits, c.size)
 
 
 def lens_bridge(load_model, tokenizer_source):
@@ -146,24 +155,39 @@ def lens_offsets(bridge, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[n
     names = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(bridge.cfg.n_layers)]
     with torch.inference_mode():
         logits, cache = bridge.run_with_cache(pair_ids(a, b, c), names_filter=names, return_cache_object=False)
-        return torch_l2_kl(torch.stack([cache[name] for name in names]), logits, c.size)
+        return torch_l2_kl(torch.stack([cache[name] for name in names]), logits[:, -c.size:], c.size)
 
 
-def per_pair_case(offsets_fn, model, pairs):
-    return lambda: [offsets_fn(model, a, b, c) for a, b, c in zip(*pairs)]
+def per_pair_case(offsets_fn, model, pairs, kl_t=None):
+    settings = {} if kl_t is None else {"kl_t": kl_t}
+    return lambda: [offsets_fn(model, a, b, c, **settings) for a, b, c in zip(*pairs)]
 
 
 def agreement(model, references: dict, pairs) -> dict:
     """Largest |difference| of l2 and KL against the project's, relative to their largest values.
-    ``references``: name -> (offsets function, its model); l2 compares the layers the function returns."""
+    ``references``: name -> (offsets function, its model, the t of its KL or None: every t); l2
+    compares the layers the function returns."""
     ours = nh.prompt_pair_offsets(model, *pairs)
     out = {}
-    for name, (offsets_fn, reference) in references.items():
-        l2, kl = zip(*(offsets_fn(reference, a, b, c) for a, b, c in zip(*pairs)))
-        l2, kl = np.stack(l2), np.stack(kl)
+    for name, (offsets_fn, reference, kl_t) in references.items():
+        l2, kl = (np.stack(x) for x in zip(*per_pair_case(offsets_fn, reference, pairs, kl_t)()))
+        our_kl = ours.kl if kl_t is None else ours.kl[:, kl_t - 1]
         out[name] = dict(l2=float(np.abs(l2 - ours.l2[:, : l2.shape[1]]).max() / ours.l2.max()),
-                         kl=float(np.abs(kl - ours.kl).max() / max(ours.kl.max(), 1e-30)))
+                         kl=float(np.abs(kl - our_kl).max() / max(our_kl.max(), 1e-30)))
     return out
+
+
+def torch_matmul_gflops(n: int, repeats: int = 5) -> float:
+    """torch's float32 n x n matrix product, GFLOP/s of the fastest of ``repeats``: torch's own
+    peak on this machine, beside jax's (the ratios to torch move with it from machine to machine)."""
+    x = torch.randn(n, n)
+    torch.mm(x, x)
+    walls = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(x, x)
+        walls.append(time.perf_counter() - start)
+    return 2.0 * n**3 / min(walls) / 1e9
 
 
 def torch_models(path, threads: int) -> tuple[dict, object]:
@@ -184,13 +208,16 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
     cfg = model.config
     hf, bridge = torch_models(path, threads) if with_torch else ({}, None)
     peak = matmul_case(peak_n)
-    versions = f"jax {jax.__version__} on {jax.devices()[0].device_kind}"
+    versions = f"jax {jax.__version__} on {jax.devices()[0].device_kind} ({machine()})"
     if with_torch:
         versions += (f", torch {torch.__version__} ({threads} threads), transformers {transformers.__version__}, "
                      + ("TransformerLens not installed" if bridge is None
                         else f"TransformerLens {importlib.metadata.version('transformer-lens')}"))
     print(f"SmolLM2-135M-Instruct ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, {versions}")
-    print(f"{'T':>5} {'variant':>20} {'first call s':>12} {'steady s':>9} {'tokens/s':>9} {'GFLOP/s':>8} "
+    if with_torch:
+        print(f"matmul peak ({peak_n} square, float32, fastest of 5): jax {peak[1] / min(timed(peak[0])[0] for _ in range(5)) / 1e9:.0f} "
+              f"GFLOP/s, torch {torch_matmul_gflops(peak_n):.0f} GFLOP/s")
+    print(f"{'T':>5} {'variant':>24} {'first call s':>12} {'steady s':>9} {'tokens/s':>9} {'GFLOP/s':>8} "
           f"{'of peak':>8} {'vs sdpa':>8} {'peak GFLOP/s':>12}")
     for length in lengths:
         pairs = text_pairs(tokenizer, n_pairs, length)
@@ -198,17 +225,18 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         flops = 2 * n_pairs * useful_flops(cfg, PROMPT_LEN + length)
         # the log-t variant projects onto the vocabulary at K positions only: fewer useful FLOPs
         skipped = 2 * n_pairs * 2 * (PROMPT_LEN + length - log_positions(length).size) * cfg.d_model * cfg.vocab_size
-        case_flops = {"nohair, KL at log t": flops - skipped}
-        references = {}  # the other tools: name -> (offsets function, its model)
+        case_flops = {"nohair, KL at log t": flops - skipped, "transformers sdpa, log t": flops - skipped}
+        references = {}  # the other tools: name -> (offsets function, its model, the t of the KL or None)
         if with_torch:
-            references["transformers sdpa"] = (torch_offsets, hf["sdpa"])
+            references["transformers sdpa"] = (torch_offsets, hf["sdpa"], None)
+            references["transformers sdpa, log t"] = (torch_offsets, hf["sdpa"], log_positions(length))
         if with_torch and length <= eager_max:
-            references["transformers eager"] = (torch_offsets, hf["eager"])
+            references["transformers eager"] = (torch_offsets, hf["eager"], None)
             if bridge is not None:
-                references["TransformerLens"] = (lens_offsets, bridge)
+                references["TransformerLens"] = (lens_offsets, bridge, None)
         cases = {"nohair": nohair_case(model, pairs), "nohair, KL at log t": nohair_case(model, pairs, "log"),
                  "nohair forward": forward_case(model, pairs),
-                 **{name: per_pair_case(fn, reference, pairs) for name, (fn, reference) in references.items()}}
+                 **{name: per_pair_case(fn, reference, pairs, kl_t) for name, (fn, reference, kl_t) in references.items()}}
         first = {name: timed(thunk)[0] for name, thunk in cases.items()}
         samples = {name: [] for name in cases}
         peaks = []
@@ -222,7 +250,7 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         for name in cases:
             fraction = statistics.median(f for _, f in samples[name])
             versus = f"{steady['transformers sdpa'] / steady[name]:>7.2f}x" if with_torch else f"{'-':>8}"
-            print(f"{length:>5} {name:>20} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
+            print(f"{length:>5} {name:>24} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
                   f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus} "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
         if with_torch:  # the roofline: what the log-t variant's own FLOPs allow on this machine

@@ -34,6 +34,9 @@ def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str]
     sides = []
     for side, texts in (("a", prompts_a), ("b", prompts_b)):
         ids = [tokenize(tokenizer, text, special_tokens=True) for text in texts]
+        for text, x in zip(texts, ids):
+            if x.size == 0:
+                raise ValueError(f"prompt {side} {text!r} comes to no tokens")
         if len({len(x) for x in ids}) > 1:
             lengths = [len(x) for x in ids]
             raise ValueError(f"prompts {side} come to different numbers of tokens, {lengths}; pairs need equal lengths")
