@@ -177,17 +177,17 @@ def agreement(model, references: dict, pairs) -> dict:
     return out
 
 
-def torch_matmul_gflops(n: int, repeats: int = 5) -> float:
-    """torch's float32 n x n matrix product, GFLOP/s of the fastest of ``repeats``: torch's own
-    peak on this machine, beside jax's (the ratios to torch move with it from machine to machine)."""
+def torch_matmul_case(n: int):
+    """(thunk, FLOPs): torch's float32 n x n matrix product, as ``mfu.matmul_case`` is jax's."""
     x = torch.randn(n, n)
-    torch.mm(x, x)
-    walls = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(x, x)
-        walls.append(time.perf_counter() - start)
-    return 2.0 * n**3 / min(walls) / 1e9
+    return (lambda: torch.mm(x, x)), 2.0 * n**3
+
+
+def fastest_gflops(case, repeats: int = 5) -> float:
+    """GFLOP/s of the fastest of ``repeats`` runs of a (thunk, FLOPs) case, after one untimed run."""
+    thunk, flops = case
+    timed(thunk)
+    return flops / min(timed(thunk)[0] for _ in range(repeats)) / 1e9
 
 
 def torch_models(path, threads: int) -> tuple[dict, object]:
@@ -215,8 +215,8 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
                         else f"TransformerLens {importlib.metadata.version('transformer-lens')}"))
     print(f"SmolLM2-135M-Instruct ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, {versions}")
     if with_torch:
-        print(f"matmul peak ({peak_n} square, float32, fastest of 5): jax {peak[1] / min(timed(peak[0])[0] for _ in range(5)) / 1e9:.0f} "
-              f"GFLOP/s, torch {torch_matmul_gflops(peak_n):.0f} GFLOP/s")
+        print(f"matmul peak ({peak_n} square, float32, fastest of 5): jax {fastest_gflops(peak):.0f} GFLOP/s, "
+              f"torch {fastest_gflops(torch_matmul_case(peak_n)):.0f} GFLOP/s")
     print(f"{'T':>5} {'variant':>24} {'first call s':>12} {'steady s':>9} {'tokens/s':>9} {'GFLOP/s':>8} "
           f"{'of peak':>8} {'vs sdpa':>8} {'peak GFLOP/s':>12}")
     for length in lengths:
