@@ -68,7 +68,7 @@ except ImportError:
 import nohair_jax as nh
 from mfu import machine, matmul_case, timed, useful_flops
 from nohair_jax.checkpoints import packaged_model_path
-from nohair_jax.model import merge_stacked_blocks, split_stacked_blocks
+from nohair_jax.model import for_measurement, merge_stacked_blocks, split_stacked_blocks
 from nohair_jax.tokenization import tokenize
 from nohair_jax.offsets import log_positions
 
@@ -91,7 +91,7 @@ def forward_case(model, pairs):
 
     @jax.jit
     def forward(state, blocks, tokens):
-        out = merge_stacked_blocks(graphdef, state, blocks)(tokens)
+        out = for_measurement(merge_stacked_blocks(graphdef, state, blocks))(tokens)
         return out.hidden, out.logits
 
     seqs = [np.stack([np.concatenate([a, c]), np.concatenate([b, c])]) for a, b, c in zip(*pairs)]

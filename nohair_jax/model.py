@@ -33,6 +33,12 @@ from nohair_jax.config import (  # noqa: F401  re-exported: the config is read a
     TransformerConfig, default_config,
 )
 
+# On a CPU a measurement's MLPs take at most this many positions per matrix product: at SmolLM2's
+# widths XLA's CPU products ran an MLP over 8k to 16k positions 1.3x faster 1k at a time, whose
+# [rows, mlp_width] intermediates fit the cache (docs/benchmarks.md).
+CPU_ROW_CHUNK = 1024
+
+
 class Diagnostics(NamedTuple):
     """What the bound needs from inside the forward pass (docs/definitions.md#bound).
 
@@ -205,9 +211,25 @@ class Attention(nnx.Module):
         return self.o(out.reshape(b, t, cfg.n_heads * cfg.head_dim)), stats
 
 
+def by_rows(f: Callable[[jax.Array], jax.Array], x: jax.Array, chunk: int | None) -> jax.Array:
+    """f(x) for x [..., D] and an f that acts on each row [D] alone, computed at most ``chunk`` rows
+    at a time, in chunks as equal as their count allows (all at once where ``chunk`` is None)."""
+    rows = x.reshape(-1, x.shape[-1])
+    n = rows.shape[0]
+    if chunk is None or n <= chunk:
+        return f(x)
+    out = jax.lax.map(f, rows, batch_size=-(-n // -(-n // chunk)))
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
 class MLP(nnx.Module):
+    """The position-wise feed-forward sublayer. ``row_chunk``: the most positions per matrix product
+    (``by_rows``), an int or None (all at once); "auto", the default, is None in a direct call and
+    what ``for_measurement`` makes it in the measurements."""
+
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
         self.kind = cfg.mlp
+        self.row_chunk = "auto"
         init = nnx.initializers.normal(cfg.init_std)
         out_init = nnx.initializers.normal(cfg.init_std / math.sqrt(2 * cfg.n_layers))
         linear = dict(use_bias=cfg.bias, param_dtype=cfg.dtype, rngs=rngs)
@@ -217,6 +239,9 @@ class MLP(nnx.Module):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """x [B, T, D] -> [B, T, D]."""
+        return by_rows(self.rowwise, x, None if self.row_chunk == "auto" else self.row_chunk)
+
+    def rowwise(self, x: jax.Array) -> jax.Array:
         if self.kind == "swiglu":
             hidden = jax.nn.silu(self.gate(x)) * self.up(x)
         elif self.kind == "relu":
@@ -365,6 +390,18 @@ class Transformer(nnx.Module):
                                prompt_attention=None if prompt_len is None else stats[1], key_attention=stats[2])
         hidden = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), read(x0), hidden)
         return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, sublayers=outputs, final=y)
+
+
+def for_measurement(model: Transformer) -> Transformer:
+    """``model``, changed in place, with the settings that pay where it only runs forward: every MLP
+    whose ``row_chunk`` is "auto" takes ``CPU_ROW_CHUNK`` positions at a time on a CPU (all at once
+    elsewhere). The per-pair engine applies it to the model it runs; training does not (summed
+    over chunks, the weight gradients made a small MLP's forward and backward 1.2x to 1.6x slower)."""
+    chunk = CPU_ROW_CHUNK if jax.default_backend() == "cpu" else None
+    for _, node in nnx.iter_graph(model):
+        if isinstance(node, MLP) and node.row_chunk == "auto":
+            node.row_chunk = chunk
+    return model
 
 
 def split_stacked_blocks(model: Transformer) -> tuple[nnx.GraphDef, nnx.State, nnx.State]:

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from nohair_jax.checks import check_int
 from nohair_jax.fit import noise_floor_curve
-from nohair_jax.model import Transformer, merge_stacked_blocks, split_stacked_blocks
+from nohair_jax.model import Transformer, for_measurement, merge_stacked_blocks, split_stacked_blocks
 
 def continuation_positions(length: int) -> np.ndarray:
     """Continuation positions t = 1..T as int [T] (the x axis of every offset curve)."""
@@ -346,7 +346,8 @@ def map_pairs(
 
 @functools.partial(jax.jit, static_argnames=("pair_fn", "graphdef", "static"))
 def _pairs_call(pair_fn, graphdef, state, blocks, prompts_a, prompts_b, continuations, static=()):
-    return pair_fn(merge_stacked_blocks(graphdef, state, blocks), prompts_a, prompts_b, continuations, **dict(static))
+    model = for_measurement(merge_stacked_blocks(graphdef, state, blocks))
+    return pair_fn(model, prompts_a, prompts_b, continuations, **dict(static))
 
 
 class _Prepared(NamedTuple):
@@ -418,7 +419,7 @@ def _stacked_call(states, items, prompts_a, prompts_b, continuations, *, pair_fn
         def one_item(item):
             # Gather this item's parameters and pair; lax.map vmaps it, so a batch may mix models.
             state = jax.tree.map(lambda x: x[item // n_pairs], states)
-            model = nnx.merge(graphdef, state)
+            model = for_measurement(nnx.merge(graphdef, state))
             return [x[0] for x in pair_fn(model, *(x[item % n_pairs][None] for x in pairs), **dict(static))]
 
         return jax.lax.map(one_item, local_items, batch_size=batch_size)

@@ -20,7 +20,8 @@ import pytest
 from flax import nnx
 
 from nohair_jax.model import (
-    PromptLogitBias, Transformer, TransformerConfig, merge_stacked_blocks, split_stacked_blocks,
+    CPU_ROW_CHUNK, MLP, PromptLogitBias, Transformer, TransformerConfig, for_measurement, merge_stacked_blocks,
+    split_stacked_blocks,
 )
 from reference_forward import (
     Params, flat_leaves, unflatten, build, random_params, random_tokens, ref_forward, ref_gelu, ref_gelu_tanh, ref_rope, ref_silu,
@@ -193,6 +194,32 @@ def test_float32_matches_reference(case):
         got = run_model(build(case["cfg"], case["params"], jnp.float32), case["tokens"], case["prompt_len"])
     assert got["dtypes"] == {"logits": "float32", "hidden": "float32"}
     compare(got, case["want"], rtol=2e-5)  # observed <= 5e-7
+
+
+def test_mlp_in_row_chunks_matches_reference(case):
+    """The MLPs a few positions at a time (equal chunks of the batch's rows and a shorter last one)
+    against the reference at 1e-10, in float64: a chunk written back to the wrong rows or a
+    dropped remainder would be off by O(1)."""
+    rows = case["tokens"].size
+    chunk = next(c for c in range(3, rows) if rows % -(-rows // -(-rows // c)))  # by_rows' size leaves a remainder
+    with jax.enable_x64(True):
+        model = build(dataclasses.replace(case["cfg"], dtype="float64"), case["params"], jnp.float64)
+        model.set_attributes(MLP, row_chunk=chunk)
+        compare(run_model(model, case["tokens"], case["prompt_len"]), case["want"], rtol=1e-10)
+
+
+def test_only_measurements_chunk_the_mlp():
+    """"auto" is all positions at once in a direct call (what training differentiates) and
+    ``CPU_ROW_CHUNK`` at a time where ``for_measurement`` set it: one more loop in the program."""
+    cfg, model = _small_model(position="rope", max_len=CPU_ROW_CHUNK)
+    tokens = jnp.zeros((2, CPU_ROW_CHUNK // 2 + 8), jnp.int32)  # more rows than one chunk
+    loops = lambda m: str(jax.make_jaxpr(lambda x: m(x).hidden)(tokens)).count("scan[")  # noqa: E731
+    assert model.blocks[0].mlp.row_chunk == "auto" and loops(model) == 1  # the blocks' scan
+    chunked = for_measurement(nnx.merge(*nnx.split(model)))
+    assert chunked.blocks[0].mlp.row_chunk == (CPU_ROW_CHUNK if jax.default_backend() == "cpu" else None)
+    assert loops(chunked) == 2 if jax.default_backend() == "cpu" else 1
+    np.testing.assert_allclose(np.asarray(chunked(tokens).hidden), np.asarray(model(tokens).hidden), rtol=1e-6, atol=1e-6)
+    assert model.blocks[0].mlp.row_chunk == "auto"  # the model given is left as it was
 
 
 def test_reference_sanity(case):
