@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+import nohair_jax as nh
 from nohair_jax.model import (
     CPU_ROW_CHUNK, MLP, PromptLogitBias, Transformer, TransformerConfig, for_measurement, merge_stacked_blocks,
     split_stacked_blocks,
@@ -211,7 +212,7 @@ def test_mlp_in_row_chunks_matches_reference(case):
 def test_only_measurements_chunk_the_mlp():
     """"auto" is all positions at once in a direct call (what training differentiates) and
     ``CPU_ROW_CHUNK`` at a time where ``for_measurement`` set it: one more loop in the program."""
-    cfg, model = _small_model(position="rope", max_len=CPU_ROW_CHUNK)
+    cfg, model = _small_model(position="rope")
     tokens = jnp.zeros((2, CPU_ROW_CHUNK // 2 + 8), jnp.int32)  # more rows than one chunk
     loops = lambda m: str(jax.make_jaxpr(lambda x: m(x).hidden)(tokens)).count("scan[")  # noqa: E731
     assert model.blocks[0].mlp.row_chunk == "auto" and loops(model) == 1  # the blocks' scan
@@ -219,7 +220,9 @@ def test_only_measurements_chunk_the_mlp():
     assert chunked.blocks[0].mlp.row_chunk == (CPU_ROW_CHUNK if jax.default_backend() == "cpu" else None)
     assert loops(chunked) == 2 if jax.default_backend() == "cpu" else 1
     np.testing.assert_allclose(np.asarray(chunked(tokens).hidden), np.asarray(model(tokens).hidden), rtol=1e-6, atol=1e-6)
-    assert model.blocks[0].mlp.row_chunk == "auto"  # the model given is left as it was
+    prompts, continuation = np.zeros((2, 1, 2), np.int32), np.zeros((1, 600), np.int32)
+    nh.prompt_pair_offsets(model, *prompts, continuation)
+    assert model.blocks[0].mlp.row_chunk == "auto"  # the engine chunks its own copy of the model
 
 
 def test_reference_sanity(case):
