@@ -218,7 +218,7 @@ def test_only_measurements_chunk_the_mlp():
     assert model.blocks[0].mlp.row_chunk == "auto" and loops(model) == 1  # the blocks' scan
     chunked = for_measurement(nnx.merge(*nnx.split(model)))
     assert chunked.blocks[0].mlp.row_chunk == (CPU_ROW_CHUNK if jax.default_backend() == "cpu" else None)
-    assert loops(chunked) == 2 if jax.default_backend() == "cpu" else 1
+    assert loops(chunked) == (2 if jax.default_backend() == "cpu" else 1)
     np.testing.assert_allclose(np.asarray(chunked(tokens).hidden), np.asarray(model(tokens).hidden), rtol=1e-6, atol=1e-6)
     prompts, continuation = np.zeros((2, 1, 2), np.int32), np.zeros((1, 600), np.int32)
     nh.prompt_pair_offsets(model, *prompts, continuation)
