@@ -51,7 +51,8 @@ bench-real: $(BENCH_VENV)/.installed
 stress-interruptions: $(VENV)/.installed
 	$(BIN)/python benchmarks/interruptions.py
 
-# Both at GPU sizes, under five minutes; installs jax[cuda12] into .venv-gpu first.
+# Every table at GPU sizes, under five minutes: the machine's own python3 where it runs jax on a GPU,
+# else jax[cuda12] installed into .venv-gpu first (benchmarks/gpu.sh).
 bench-gpu:
 	bash benchmarks/gpu.sh
 

@@ -22,6 +22,13 @@ corpus with the model's own tokenizer, P 16, several T. Variants, interleaved re
     ``run_with_cache`` filtered to the residual stream (``blocks.0.hook_resid_pre`` and every
     ``blocks.l.hook_resid_post``), the same l2 and KL in torch (up to ``--eager-max`` too).
 
+``--weights random`` runs the same table on SmolLM2-135M's architecture with random weights
+(``SMOLLM2_135M``, written once as a safetensors folder that both tools load) and random-token
+pairs: what a machine without the model file measures (the lent GPU machines reach no registry,
+and the 98 MB file exceeds what a call carries there); the times are the same, the offsets are not
+a trained model's. torch runs on CUDA where it has it (transformers on the GPU beside jax),
+else on the CPU.
+
 The first call of each variant (compilation for JAX, first-touch allocations for torch) is
 reported apart from the steady state, the median of ``--repeats``. "of peak" is useful FLOP/s
 (``mfu.useful_flops``: weight products, the causal half of attention, logits) over a float32
@@ -36,6 +43,7 @@ guide, not a proof).
 
     python benchmarks/real_model.py                        # T 1024 and 4096, 2 pairs
     python benchmarks/real_model.py --lengths 1024 4096 8192 --pairs 1 --repeats 3
+    python benchmarks/real_model.py --weights random       # no model file needed
     make bench-real
 
 Needs torch and transformers (the test extra installs both) and the model package
@@ -55,6 +63,7 @@ import statistics
 import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -74,6 +83,26 @@ from nohair_jax.offsets import log_positions
 
 CHECKPOINT = "smollm2-135m"
 PROMPT_LEN = 16
+# SmolLM2-135M-Instruct's Hugging Face config, as gguf_checkpoint.hf_config reads it from the packaged
+# file (tests/test_benchmarks.py holds the two equal): the architecture of ``--weights random``.
+SMOLLM2_135M = dict(
+    model_type="llama", architectures=["LlamaForCausalLM"], num_hidden_layers=30, hidden_size=576,
+    intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3, head_dim=64, vocab_size=49152,
+    rms_norm_eps=9.999999747378752e-06, max_position_embeddings=8192, rope_theta=100000.0, rope_scaling=None,
+    partial_rotary_factor=1.0, sliding_window=None, tie_word_embeddings=True, attention_bias=False,
+    mlp_bias=False, hidden_act="silu",
+)
+TORCH_DEVICE = "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
+
+
+def random_weights_folder(folder, seed: int = 0, n_layers: int | None = None):
+    """Write SmolLM2-135M's architecture (``n_layers`` blocks if given) with transformers' random
+    init from ``seed`` to ``folder`` as a safetensors checkpoint, float32; returns the folder."""
+    config = transformers.LlamaConfig(**SMOLLM2_135M)
+    config.num_hidden_layers = n_layers or config.num_hidden_layers
+    torch.manual_seed(seed)
+    transformers.LlamaForCausalLM(config).to(torch.float32).save_pretrained(folder)
+    return folder
 
 
 def text_pairs(tokenizer, n_pairs: int, length: int) -> nh.PromptPairs:
@@ -104,7 +133,8 @@ def forward_case(model, pairs):
 
 def pair_ids(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> torch.Tensor:
     """Both sequences of a pair as one int64 batch [2, P + T]."""
-    return torch.as_tensor(np.stack([np.concatenate([a, c]), np.concatenate([b, c])]).astype(np.int64))
+    ids = np.stack([np.concatenate([a, c]), np.concatenate([b, c])]).astype(np.int64)
+    return torch.as_tensor(ids, device=TORCH_DEVICE)
 
 
 def torch_l2_kl(hidden: torch.Tensor, logits: torch.Tensor, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,14 +143,14 @@ def torch_l2_kl(hidden: torch.Tensor, logits: torch.Tensor, length: int) -> tupl
     hidden = hidden[:, :, -length:]
     l2 = torch.linalg.vector_norm(hidden[:, 0] - hidden[:, 1], dim=-1)
     logp = torch.log_softmax(logits.float(), dim=-1)
-    return l2.numpy(), (logp[0].exp() * (logp[0] - logp[1])).sum(-1).numpy()
+    return l2.cpu().numpy(), (logp[0].exp() * (logp[0] - logp[1])).sum(-1).cpu().numpy()
 
 
 def torch_offsets(model, a: np.ndarray, b: np.ndarray, c: np.ndarray, kl_t: np.ndarray | None = None):
     """l2 [L, T] (layers 0..L-1) and KL [T] of one pair through transformers, both sequences in one
     batch; with ``kl_t`` (t values, 1-based) the logits and the KL at those t only [K], as the
     project's ``kl_positions`` (transformers' ``logits_to_keep``)."""
-    keep = 0 if kl_t is None else torch.as_tensor(a.size + kl_t - 1)  # t is at index P + t - 1
+    keep = 0 if kl_t is None else torch.as_tensor(a.size + kl_t - 1, device=TORCH_DEVICE)  # t is at index P + t - 1
     with torch.inference_mode():
         out = model(pair_ids(a, b, c), output_hidden_states=True, logits_to_keep=keep)
         # hidden_states[-1] is after the final norm in transformers; the project's h_L is before it,
@@ -178,9 +208,16 @@ def agreement(model, references: dict, pairs) -> dict:
 
 
 def torch_matmul_case(n: int):
-    """(thunk, FLOPs): torch's float32 n x n matrix product, as ``mfu.matmul_case`` is jax's."""
-    x = torch.randn(n, n)
-    return (lambda: torch.mm(x, x)), 2.0 * n**3
+    """(thunk, FLOPs): torch's float32 n x n matrix product on ``TORCH_DEVICE``, as ``mfu.matmul_case``
+    is jax's (the thunk waits for a GPU to finish)."""
+    x = torch.randn(n, n, device=TORCH_DEVICE)
+
+    def product():
+        out = torch.mm(x, x)
+        if TORCH_DEVICE == "cuda":
+            torch.cuda.synchronize()
+        return out
+    return product, 2.0 * n**3
 
 
 def fastest_gflops(case, repeats: int = 5) -> float:
@@ -190,37 +227,58 @@ def fastest_gflops(case, repeats: int = 5) -> float:
     return flops / min(timed(thunk)[0] for _ in range(repeats)) / 1e9
 
 
-def torch_models(path, threads: int) -> tuple[dict, object]:
-    """transformers' sdpa and eager models of the GGUF file and a TransformerLens bridge (or None)
-    over a third copy: the bridge wraps the modules of the model it is given, which would slow
-    the plain transformers runs down if they shared it."""
+def torch_models(source, threads: int) -> tuple[dict, object]:
+    """transformers' sdpa and eager models of ``source`` (the GGUF file's path, or a safetensors
+    folder) on ``TORCH_DEVICE``, and a TransformerLens bridge over a third copy (or None; never for
+    a folder, which has no tokenizer): the bridge wraps the modules of the model it is given, which
+    would slow the plain transformers runs down if they shared it."""
     torch.set_num_threads(threads)
+    torch.set_float32_matmul_precision("highest")  # no TF32 on a GPU: the project's products run at full precision
+    where = dict(pretrained_model_name_or_path=source.parent, gguf_file=source.name) if source.is_file() else \
+        dict(pretrained_model_name_or_path=source)
     load = lambda kind: transformers.AutoModelForCausalLM.from_pretrained(  # noqa: E731
-        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation=kind).eval()
-    return {kind: load(kind) for kind in ("sdpa", "eager")}, lens_bridge(lambda: load("sdpa"), path)
+        **where, dtype=torch.float32, attn_implementation=kind).to(TORCH_DEVICE).eval()
+    models = {kind: load(kind) for kind in ("sdpa", "eager")}
+    return models, lens_bridge(lambda: load("sdpa"), source) if source.is_file() else None
+
+
+def load_models(weights: str, threads: int, with_torch: bool, n_layers: int | None = None):
+    """(model, tokenizer or None, transformers' models by attention kind, TransformerLens bridge or None)
+    of ``weights``: "packaged" (the GGUF file) or "random" (``random_weights_folder`` with ``n_layers``
+    blocks, loaded by both tools from a temporary folder)."""
+    def both(source, path):
+        return (*nh.load_checkpoint(source), *(torch_models(path, threads) if with_torch else ({}, None)))
+
+    if weights == "packaged":
+        return both(CHECKPOINT, packaged_model_path(CHECKPOINT))
+    with tempfile.TemporaryDirectory(prefix="nohair_smollm2_") as folder:
+        path = random_weights_folder(Path(folder), n_layers=n_layers)
+        return both(path, path)
 
 
 def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, threads: int,
-              with_torch: bool = True) -> None:
-    """The table, one block of rows per T. ``with_torch`` False: the project's variants only."""
-    path = packaged_model_path(CHECKPOINT)
-    model, tokenizer = nh.load_checkpoint(CHECKPOINT)
+              with_torch: bool = True, weights: str = "packaged", n_layers: int | None = None) -> None:
+    """The table, one block of rows per T. ``with_torch`` False: the project's variants only.
+    ``weights`` and ``n_layers``: see ``load_models`` (random weights come with random-token pairs)."""
+    model, tokenizer, hf, bridge = load_models(weights, threads, with_torch, n_layers)
     cfg = model.config
-    hf, bridge = torch_models(path, threads) if with_torch else ({}, None)
     peak = matmul_case(peak_n)
     versions = f"jax {jax.__version__} on {jax.devices()[0].device_kind} ({machine()})"
     if with_torch:
-        versions += (f", torch {torch.__version__} ({threads} threads), transformers {transformers.__version__}, "
-                     + ("TransformerLens not installed" if bridge is None
+        versions += (f", torch {torch.__version__} on {TORCH_DEVICE} ({threads} threads), "
+                     f"transformers {transformers.__version__}, "
+                     + ("no TransformerLens" if bridge is None
                         else f"TransformerLens {importlib.metadata.version('transformer-lens')}"))
-    print(f"SmolLM2-135M-Instruct ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, {versions}")
+    name = "SmolLM2-135M-Instruct" if weights == "packaged" else "SmolLM2-135M's architecture, random weights,"
+    print(f"{name} ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, {versions}")
     if with_torch:
         print(f"matmul peak ({peak_n} square, float32, fastest of 5): jax {fastest_gflops(peak):.0f} GFLOP/s, "
               f"torch {fastest_gflops(torch_matmul_case(peak_n)):.0f} GFLOP/s")
     print(f"{'T':>5} {'variant':>24} {'first call s':>12} {'steady s':>9} {'tokens/s':>9} {'GFLOP/s':>8} "
           f"{'of peak':>8} {'vs sdpa':>8} {'peak GFLOP/s':>12}")
     for length in lengths:
-        pairs = text_pairs(tokenizer, n_pairs, length)
+        pairs = text_pairs(tokenizer, n_pairs, length) if weights == "packaged" else \
+            nh.random_prompt_pairs(0, n_pairs, PROMPT_LEN, length, cfg.vocab_size)
         tokens = 2 * n_pairs * (PROMPT_LEN + length)
         flops = 2 * n_pairs * useful_flops(cfg, PROMPT_LEN + length)
         # the log-t variant projects onto the vocabulary at K positions only: fewer useful FLOPs
@@ -273,12 +331,14 @@ def main() -> None:
                         help="largest T for eager attention and TransformerLens (default 4096)")
     parser.add_argument("--peak-n", type=int, default=2048, help="size of the peak matmul (default 2048)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: every core)")
+    parser.add_argument("--weights", choices=("packaged", "random"), default="packaged",
+                        help="the packaged SmolLM2 file (default), or its architecture with random weights")
     args = parser.parse_args()
     if torch is None:
         raise SystemExit("benchmarks/real_model.py compares against transformers: install torch and transformers "
                          "(the test or bench extra; make bench-real does)")
     start = time.perf_counter()
-    run_table(args.lengths, args.pairs, args.repeats, args.eager_max, args.peak_n, args.threads)
+    run_table(args.lengths, args.pairs, args.repeats, args.eager_max, args.peak_n, args.threads, weights=args.weights)
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

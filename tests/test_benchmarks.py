@@ -1,0 +1,47 @@
+"""The benchmark scripts that a GPU session runs once, with its device time counted: checked here first.
+
+``benchmarks/gpu.py --smoke`` runs every table of ``bash benchmarks/gpu.sh`` at toy sizes on the CPU,
+the real-model table on a 2-layer SmolLM2 with random weights written as a safetensors folder and
+read by both the project and transformers: the offsets of the two must agree, which they can only
+if the folder, both loaders and the device handling are right.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def test_random_weights_have_the_packaged_models_architecture():
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from real_model import SMOLLM2_135M
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    from nohair_jax import gguf_checkpoint
+    from nohair_jax.checkpoints import packaged_model_path
+
+    path = packaged_model_path("smollm2-135m")
+    packaged = gguf_checkpoint.hf_config(gguf_checkpoint.open_gguf(path), str(path))
+    assert {key: value for key, value in SMOLLM2_135M.items() if key != "architectures"} == packaged
+
+
+def test_gpu_script_smoke_run_agrees_with_transformers():
+    pytest.importorskip("transformers")
+    run = subprocess.run([sys.executable, "-u", str(BENCHMARKS / "gpu.py"), "--smoke"], capture_output=True,
+                         text=True, timeout=600, cwd=BENCHMARKS)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    out = run.stdout
+    for table in ("attention alone", "peak memory", "SmolLM2-135M's architecture, random weights, (2 layers"):
+        assert table in out, out
+    agreement = re.search(r"agreement with the project's offsets .*", out)
+    assert agreement, out
+    # one l2 and one KL per transformers variant (sdpa, sdpa at log t, eager), each a relative difference
+    values = [float(x) for x in re.findall(r"(?:l2|KL) ([0-9.e+-]+)", agreement.group(0))]
+    assert len(values) == 6, agreement.group(0)
+    assert max(values) < 1e-4, agreement.group(0)
