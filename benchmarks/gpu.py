@@ -42,6 +42,19 @@ def real_model_weights() -> str | None:
         return "random"
 
 
+# What each table measures: at GPU sizes, and at toy sizes on any backend (--smoke) to check the script.
+SIZES = {
+    "gpu": dict(offsets=dict(widths=[256, 1024], lengths=[4096, 32768], blocks=[1024], plain_max=4096),
+                attention=dict(heads=32, lengths=[4096, 8192]), peak_n=8192, rounds=3,
+                memory=dict(lengths=[4096, 16384, 65536], d_model=128, n_layers=4),
+                real=dict(lengths=[1024, 8192], repeats=2, eager_max=0, threads=1, n_layers=None)),
+    "smoke": dict(offsets=dict(widths=[32], lengths=[256], blocks=[128], plain_max=256),
+                  attention=dict(heads=2, lengths=[256]), peak_n=256, rounds=1,
+                  memory=dict(lengths=[256], d_model=32, n_layers=2),
+                  real=dict(lengths=[64], repeats=1, eager_max=64, threads=os.cpu_count(), n_layers=2)),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true",
@@ -50,28 +63,22 @@ def main() -> None:
     if jax.default_backend() != "gpu" and not smoke:
         raise SystemExit(f"no GPU: jax {jax.__version__} runs on {jax.default_backend()} (bash benchmarks/gpu.sh "
                          "on a GPU machine; --smoke checks the script here)")
-    print(f"jax {jax.__version__}, flax {flax.__version__} on {jax.devices()[0].device_kind}; medians of rounds; "
-          f"4 layers, P = 16, one pair per call" + (" (smoke: toy sizes)" if smoke else "") + "\n")
+    size = SIZES["smoke" if smoke else "gpu"]
+    peak_n, rounds = size["peak_n"], size["rounds"]
+    print(f"jax {jax.__version__}, flax {flax.__version__} on {jax.devices()[0].device_kind}; medians of {rounds} "
+          f"rounds; 4 layers, P = 16, one pair per call" + (" (smoke: toy sizes)" if smoke else "") + "\n")
     with jax.default_matmul_precision("highest"):
-        if smoke:
-            offsets_table([32], [256], blocks=[128], plain_max=256, peak_n=256, rounds=1)
-            attention_table(2, [256], peak_n=256, rounds=1)
-        else:
-            offsets_table([256, 1024], [4096, 32768], blocks=[1024], plain_max=4096, peak_n=8192, rounds=3)
-            attention_table(32, [4096, 8192], peak_n=8192, rounds=3)
-    print("\npeak memory, d_model 128, 4 layers:" if not smoke else "\npeak memory, d_model 32, 2 layers:")
-    memory_table([256] if smoke else [4096, 16384, 65536], d_model=32 if smoke else 128, n_layers=2 if smoke else 4)
+        offsets_table(**size["offsets"], peak_n=peak_n, rounds=rounds)
+        attention_table(**size["attention"], peak_n=peak_n, rounds=rounds)
+    memory = size["memory"]
+    print(f"\npeak memory, d_model {memory['d_model']}, {memory['n_layers']} layers:")
+    memory_table(**memory)
     weights = "random" if smoke else real_model_weights()
     if weights is None:
         return
     with_torch = torch is not None and (smoke or TORCH_DEVICE == "cuda")
     print("\nthe real model" + ("" if with_torch else " (transformers not run: no torch with CUDA here)") + ":")
-    if smoke:
-        run_table([64], n_pairs=1, repeats=1, eager_max=64, peak_n=256, threads=os.cpu_count(), with_torch=with_torch,
-                  weights=weights, n_layers=2)
-    else:
-        run_table([1024, 8192], n_pairs=1, repeats=2, eager_max=0, peak_n=8192, threads=1, with_torch=with_torch,
-                  weights=weights)
+    run_table(**size["real"], n_pairs=1, peak_n=peak_n, with_torch=with_torch, weights=weights)
 
 
 if __name__ == "__main__":

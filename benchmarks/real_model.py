@@ -246,14 +246,13 @@ def load_models(weights: str, threads: int, with_torch: bool, n_layers: int | No
     """(model, tokenizer or None, transformers' models by attention kind, TransformerLens bridge or None)
     of ``weights``: "packaged" (the GGUF file) or "random" (``random_weights_folder`` with ``n_layers``
     blocks, loaded by both tools from a temporary folder)."""
-    def both(source, path):
-        return (*nh.load_checkpoint(source), *(torch_models(path, threads) if with_torch else ({}, None)))
+    def both(path):  # the GGUF file or the folder, read by the project and by transformers
+        return (*nh.load_checkpoint(path), *(torch_models(path, threads) if with_torch else ({}, None)))
 
     if weights == "packaged":
-        return both(CHECKPOINT, packaged_model_path(CHECKPOINT))
+        return both(packaged_model_path(CHECKPOINT))
     with tempfile.TemporaryDirectory(prefix="nohair_smollm2_") as folder:
-        path = random_weights_folder(Path(folder), n_layers=n_layers)
-        return both(path, path)
+        return both(random_weights_folder(Path(folder), n_layers=n_layers))
 
 
 def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, threads: int,
