@@ -35,15 +35,17 @@ reported apart from the steady state, the median of ``--repeats``. "of peak" is 
 matmul peak measured right before each timed run (the fastest of 3), jax's. The header also
 prints torch's own peak: its products and jax's reach different speeds on different CPUs, and
 the ratios to the torch tools move with them. Before timing, the
-offsets of the tools are compared (largest difference relative to the offset's size). A
-"ceiling" line per T divides the log-t variant's useful FLOPs by the run's peak: the time it would
-take with every product at the peak, so the ratio to sdpa no implementation of the same FLOPs
-beats on this machine (parts of the model can run above a 2048-square product's peak, so it is a
-guide, not a proof).
+offsets of the tools are compared (largest difference relative to the offset's size). The
+"ceiling" lines of each T divide each of the project's two variants' useful FLOPs by the run's
+peak: the time it would take with every product at the peak, and the ratio to each other tool that
+no implementation of the same FLOPs beats on this machine (a target of r times a tool needs r over
+that ratio of the peak; parts of the model can run above a 2048-square product's peak, so it is a
+guide, not a proof). ``--figure PATH`` draws the speeds against sdpa with these ceilings.
 
     python benchmarks/real_model.py                        # T 1024 and 4096, 2 pairs
     python benchmarks/real_model.py --lengths 1024 4096 8192 --pairs 1 --repeats 3
     python benchmarks/real_model.py --weights random       # no model file needed
+    python benchmarks/real_model.py --lengths 1024 --figure speed.png
     make bench-real
 
 Needs torch and transformers (the test extra installs both) and the model package
@@ -92,6 +94,7 @@ SMOLLM2_135M = dict(
     partial_rotary_factor=1.0, sliding_window=None, tie_word_embeddings=True, attention_bias=False,
     mlp_bias=False, hidden_act="silu",
 )
+PROJECT_VARIANTS = ("nohair", "nohair, KL at log t")  # the ones a ceiling is printed for
 TORCH_DEVICE = "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
 
 
@@ -255,10 +258,59 @@ def load_models(weights: str, threads: int, with_torch: bool, n_layers: int | No
         return both(random_weights_folder(Path(folder), n_layers=n_layers))
 
 
+def ceiling_times(case_flops: dict, flops: float, peak_flops: float) -> dict:
+    """Project variant -> its useful FLOPs over ``peak_flops`` (s): its time with every product at the peak."""
+    return {name: case_flops.get(name, flops) / peak_flops for name in PROJECT_VARIANTS}
+
+
+def print_ceilings(length: int, steady: dict, ceilings: dict, peak_flops: float) -> None:
+    """One T's roofline lines: each project variant's ceiling time and the ratio it would reach against
+    every other tool timed (a target of r times a tool needs r / that ratio of the peak)."""
+    tools = [name for name in steady if not name.startswith("nohair")]
+    print(f"{length:>5} ceiling at {peak_flops / 1e9:.0f} GFLOP/s (the variant's useful FLOPs, every product at the peak):")
+    for name, best in ceilings.items():
+        print(f"{length:>5} {name:>24} {best:>7.2f} s: " + "; ".join(f"{steady[t] / best:.2f}x {t}" for t in tools))
+
+
+def speed_figure(results: dict, title: str, path) -> None:
+    """One panel per T: each variant's speed against transformers sdpa (its time over theirs, bars),
+    the project's variants' ceilings as ticks. ``results``: T -> (steady s, ceiling s) by variant."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(n for steady, _ in results.values() for n in steady))[::-1]  # the project's on top
+    fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 0.45 * len(names) + 1.6), squeeze=False)
+    for ax, (length, (steady, ceilings)) in zip(axes[0], results.items()):
+        for y, name in enumerate(names):
+            if name not in steady:  # eager and TransformerLens stop at --eager-max
+                continue
+            speed = steady["transformers sdpa"] / steady[name]
+            ax.barh(y, speed, color="tab:blue" if name.startswith("nohair") else "tab:gray")
+            ax.text(speed, y, f" {speed:.2f}x", va="center", fontsize=8)
+            if name in ceilings:
+                ax.plot(steady["transformers sdpa"] / ceilings[name], y, "k|", markersize=14, mew=2)
+        ax.axvline(1, color="k", lw=0.8)
+        ax.set_yticks(range(len(names)), names if ax is axes[0][0] else [])
+        ax.set_title(f"T {length}")
+        ax.set_xlabel("speed against transformers sdpa (x)")
+        ax.set_xlim(0, 1.2 * steady["transformers sdpa"] / min(ceilings.values()))
+    fig.legend(handles=[matplotlib.lines.Line2D([], [], color="k", marker="|", ls="", markersize=10, mew=2)],
+               labels=["ceiling: the variant's useful FLOPs at the run's matmul peak"], loc="lower center",
+               fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"figure: {path}")
+
+
 def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, threads: int,
-              with_torch: bool = True, weights: str = "packaged", n_layers: int | None = None) -> None:
+              with_torch: bool = True, weights: str = "packaged", n_layers: int | None = None,
+              figure=None) -> None:
     """The table, one block of rows per T. ``with_torch`` False: the project's variants only.
-    ``weights`` and ``n_layers``: see ``load_models`` (random weights come with random-token pairs)."""
+    ``weights`` and ``n_layers``: see ``load_models`` (random weights come with random-token pairs).
+    ``figure``: a path to save ``speed_figure`` of the run to (with torch only)."""
     model, tokenizer, hf, bridge = load_models(weights, threads, with_torch, n_layers)
     cfg = model.config
     peak = matmul_case(peak_n)
@@ -268,13 +320,14 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
                      f"transformers {transformers.__version__}, "
                      + ("no TransformerLens" if bridge is None
                         else f"TransformerLens {importlib.metadata.version('transformer-lens')}"))
-    name = "SmolLM2-135M-Instruct" if weights == "packaged" else "SmolLM2-135M's architecture, random weights,"
-    print(f"{name} ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, {versions}")
+    title = "SmolLM2-135M-Instruct" if weights == "packaged" else "SmolLM2-135M's architecture, random weights,"
+    print(f"{title} ({cfg.n_layers} layers, d_model {cfg.d_model}), P {PROMPT_LEN}, {n_pairs} pairs, {versions}")
     if with_torch:
         print(f"matmul peak ({peak_n} square, float32, fastest of 5): jax {fastest_gflops(peak):.0f} GFLOP/s, "
               f"torch {fastest_gflops(torch_matmul_case(peak_n)):.0f} GFLOP/s")
     print(f"{'T':>5} {'variant':>24} {'first call s':>12} {'steady s':>9} {'tokens/s':>9} {'GFLOP/s':>8} "
           f"{'of peak':>8} {'vs sdpa':>8} {'peak GFLOP/s':>12}")
+    results = {}  # T -> (steady s, ceiling s) by variant, for the figure
     for length in lengths:
         pairs = text_pairs(tokenizer, n_pairs, length) if weights == "packaged" else \
             nh.random_prompt_pairs(0, n_pairs, PROMPT_LEN, length, cfg.vocab_size)
@@ -310,15 +363,16 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
             print(f"{length:>5} {name:>24} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
                   f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus} "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
-        if with_torch:  # the roofline: what the log-t variant's own FLOPs allow on this machine
-            log_flops, peak_flops = case_flops["nohair, KL at log t"], statistics.median(peaks)
-            print(f"{length:>5} ceiling: at {peak_flops / 1e9:.0f} GFLOP/s the log-t variant's useful FLOPs take "
-                  f"{log_flops / peak_flops:.2f} s, {steady['transformers sdpa'] * peak_flops / log_flops:.2f}x sdpa; "
-                  f"1.5x sdpa needs {1.5 * log_flops / steady['transformers sdpa'] / peak_flops:.0%} of that peak")
+        if with_torch:
+            ceilings = ceiling_times(case_flops, flops, statistics.median(peaks))
+            print_ceilings(length, steady, ceilings, statistics.median(peaks))
+            results[length] = steady, ceilings
         if references:
             agree = agreement(model, references, nh.PromptPairs(*(x[:1] for x in pairs)))
             print(f"{length:>5} agreement with the project's offsets (max |diff| / max value, first pair): "
                   + "; ".join(f"{k}: l2 {v['l2']:.1e}, KL {v['kl']:.1e}" for k, v in agree.items()))
+    if figure is not None and results:
+        speed_figure(results, f"{title.rstrip(',')} on {machine()}", figure)
 
 
 def main() -> None:
@@ -332,12 +386,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: every core)")
     parser.add_argument("--weights", choices=("packaged", "random"), default="packaged",
                         help="the packaged SmolLM2 file (default), or its architecture with random weights")
+    parser.add_argument("--figure", type=Path, help="save the speeds against sdpa, with the ceilings, as this PNG")
     args = parser.parse_args()
+    if args.figure is not None and (args.figure.suffix not in (".png", ".pdf", ".svg") or not args.figure.parent.is_dir()):
+        parser.error(f"--figure {args.figure}: needs an existing folder and a .png, .pdf or .svg name")
     if torch is None:
         raise SystemExit("benchmarks/real_model.py compares against transformers: install torch and transformers "
                          "(the test or bench extra; make bench-real does)")
     start = time.perf_counter()
-    run_table(args.lengths, args.pairs, args.repeats, args.eager_max, args.peak_n, args.threads, weights=args.weights)
+    run_table(args.lengths, args.pairs, args.repeats, args.eager_max, args.peak_n, args.threads, weights=args.weights,
+              figure=args.figure)
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

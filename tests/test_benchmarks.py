@@ -45,3 +45,18 @@ def test_gpu_script_smoke_run_agrees_with_transformers():
     values = [float(x) for x in re.findall(r"(?:l2|KL) ([0-9.e+-]+)", agreement.group(0))]
     assert len(values) == 6, agreement.group(0)
     assert max(values) < 1e-4, agreement.group(0)
+
+
+def test_speed_figure_draws_lengths_with_different_tools(tmp_path):
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from real_model import speed_figure
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    ceilings = {"nohair": 1.0, "nohair, KL at log t": 0.8}
+    every_tool = {"nohair": 2.0, "nohair, KL at log t": 1.5, "transformers sdpa": 3.0, "TransformerLens": 4.0}
+    without_lens = {name: value for name, value in every_tool.items() if name != "TransformerLens"}  # past --eager-max
+    path = tmp_path / "speed.png"
+    speed_figure({1024: (every_tool, ceilings), 8192: (without_lens, ceilings)}, "test", path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
