@@ -364,8 +364,9 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
                   f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus} "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
         if with_torch:
-            ceilings = ceiling_times(case_flops, flops, statistics.median(peaks))
-            print_ceilings(length, steady, ceilings, statistics.median(peaks))
+            peak_flops = statistics.median(peaks)
+            ceilings = ceiling_times(case_flops, flops, peak_flops)
+            print_ceilings(length, steady, ceilings, peak_flops)
             results[length] = steady, ceilings
         if references:
             agree = agreement(model, references, nh.PromptPairs(*(x[:1] for x in pairs)))
@@ -386,7 +387,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: every core)")
     parser.add_argument("--weights", choices=("packaged", "random"), default="packaged",
                         help="the packaged SmolLM2 file (default), or its architecture with random weights")
-    parser.add_argument("--figure", type=Path, help="save the speeds against sdpa, with the ceilings, as this PNG")
+    parser.add_argument("--figure", type=Path, help="save the speeds against sdpa, with the ceilings, to this .png, .pdf or .svg")
     args = parser.parse_args()
     if args.figure is not None and (args.figure.suffix not in (".png", ".pdf", ".svg") or not args.figure.parent.is_dir()):
         parser.error(f"--figure {args.figure}: needs an existing folder and a .png, .pdf or .svg name")

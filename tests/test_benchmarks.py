@@ -16,13 +16,19 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def test_random_weights_have_the_packaged_models_architecture():
+def real_model_module():
+    """benchmarks/real_model.py as a module (it needs transformers: the test is skipped without)."""
     pytest.importorskip("transformers")
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        from real_model import SMOLLM2_135M
+        import real_model
     finally:
         sys.path.remove(str(BENCHMARKS))
+    return real_model
+
+
+def test_random_weights_have_the_packaged_models_architecture():
+    SMOLLM2_135M = real_model_module().SMOLLM2_135M
     from nohair_jax import gguf_checkpoint
     from nohair_jax.checkpoints import packaged_model_path
 
@@ -48,12 +54,7 @@ def test_gpu_script_smoke_run_agrees_with_transformers():
 
 
 def test_speed_figure_draws_lengths_with_different_tools(tmp_path):
-    pytest.importorskip("transformers")
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        from real_model import speed_figure
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    speed_figure = real_model_module().speed_figure
     ceilings = {"nohair": 1.0, "nohair, KL at log t": 0.8}
     every_tool = {"nohair": 2.0, "nohair, KL at log t": 1.5, "transformers sdpa": 3.0, "TransformerLens": 4.0}
     without_lens = {name: value for name, value in every_tool.items() if name != "TransformerLens"}  # past --eager-max
