@@ -366,8 +366,10 @@ def prepared_parameters(model: Transformer) -> tuple[nnx.GraphDef, nnx.State, nn
     while its parameter arrays are the same objects (jax arrays are immutable: same objects, same
     values; a training step or ``nnx.update`` puts new ones in). The kept copy of the blocks'
     parameters costs their size in memory while that model lives."""
-    graphdef = nnx.graphdef(model)  # fresh: attributes such as the attention implementation live here
-    arrays = [var.get_value() for _, var in nnx.to_flat_state(nnx.state(model))]
+    # Fresh each call (attributes such as the attention implementation live in the graphdef), from
+    # one walk of the graph: a second walk for the arrays was half of this function's 22 ms on SmolLM2.
+    graphdef, state = nnx.split(model)
+    arrays = [var.get_value() for _, var in nnx.to_flat_state(state)]
     if _LAST_PREPARED:
         last = _LAST_PREPARED[0]
         if len(last.arrays) == len(arrays) and all(ref() is x for ref, x in zip(last.arrays, arrays)):

@@ -274,11 +274,16 @@ def test_non_finite_parameters_are_named_before_any_work(make_tiny):
 def test_prepared_parameters_follow_every_change_of_the_model(make_tiny):
     """The engine keeps the last model's checked, stacked parameters: a parameter replaced after a
     measurement is seen by the next one (a new value changes the offsets; a NaN is named), and a
-    second model of the same config is not confused with the first."""
+    second model of the same config is not confused with the first. An attribute changed with the
+    same parameter arrays is seen too (it lives in the graphdef, taken fresh each call)."""
     model = make_tiny()
     pairs = nh.random_prompt_pairs(0, 1, 4, 8, 64)
     first = nh.prompt_pair_offsets(model, *pairs).l2
     np.testing.assert_array_equal(nh.prompt_pair_offsets(model, *pairs).l2, first)  # the kept entry
+    model.set_attributes(implementation="bogus")
+    with pytest.raises(ValueError, match="attention implementation 'bogus'"):
+        nh.prompt_pair_offsets(model, *pairs)
+    model.set_attributes(implementation="auto")
     other = make_tiny(seed=1)
     assert not np.array_equal(nh.prompt_pair_offsets(other, *pairs).l2, first)
     kernel = model.blocks[1].mlp.up.kernel
