@@ -34,7 +34,10 @@ reported apart from the steady state, the median of ``--repeats``. "of peak" is 
 (``mfu.useful_flops``: weight products, the causal half of attention, logits) over a float32
 matmul peak measured right before each timed run (the fastest of 3), jax's. The header also
 prints torch's own peak: its products and jax's reach different speeds on different CPUs, and
-the ratios to the torch tools move with them. Before timing, the
+the ratios to the torch tools move with them. "vs sdpa" is transformers sdpa's time over the
+variant's; "vs sdpa log t" the same against ``transformers sdpa, log t``, which does the log-t
+variant's work (on an Intel Xeon with AVX-512 the project led sdpa while trailing that one:
+docs/benchmarks.md). Before timing, the
 offsets of the tools are compared (largest difference relative to the offset's size). The
 "ceiling" lines of each T divide each of the project's two variants' useful FLOPs by the run's
 peak: the time it would take with every product at the peak, and the ratio to each other tool that
@@ -326,7 +329,7 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         print(f"matmul peak ({peak_n} square, float32, fastest of 5): jax {fastest_gflops(peak):.0f} GFLOP/s, "
               f"torch {fastest_gflops(torch_matmul_case(peak_n)):.0f} GFLOP/s")
     print(f"{'T':>5} {'variant':>24} {'first call s':>12} {'steady s':>9} {'tokens/s':>9} {'GFLOP/s':>8} "
-          f"{'of peak':>8} {'vs sdpa':>8} {'peak GFLOP/s':>12}")
+          f"{'of peak':>8} {'vs sdpa':>8} {'vs sdpa log t':>13} {'peak GFLOP/s':>12}")
     results = {}  # T -> (steady s, ceiling s) by variant, for the figure
     for length in lengths:
         pairs = text_pairs(tokenizer, n_pairs, length) if weights == "packaged" else \
@@ -357,11 +360,15 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
                 samples[name].append((wall, peak_wall / wall * case_flops.get(name, flops) / peak[1]))
                 peaks.append(peak[1] / peak_wall)
         steady = {name: statistics.median(w for w, _ in s) for name, s in samples.items()}
+
+        def versus(tool, name, width):  # the tool's time over the variant's, a column of ``width``
+            return f"{steady[tool] / steady[name]:>{width - 1}.2f}x" if with_torch else f"{'-':>{width}}"
+
         for name in cases:
             fraction = statistics.median(f for _, f in samples[name])
-            versus = f"{steady['transformers sdpa'] / steady[name]:>7.2f}x" if with_torch else f"{'-':>8}"
             print(f"{length:>5} {name:>24} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
-                  f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus} "
+                  f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus('transformers sdpa', name, 8)} "
+                  f"{versus('transformers sdpa, log t', name, 13)} "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
         if with_torch:
             peak_flops = statistics.median(peaks)

@@ -51,6 +51,9 @@ def test_gpu_script_smoke_run_agrees_with_transformers():
     values = [float(x) for x in re.findall(r"(?:l2|KL) ([0-9.e+-]+)", agreement.group(0))]
     assert len(values) == 6, agreement.group(0)
     assert max(values) < 1e-4, agreement.group(0)
+    # the last two ratios of a row: against sdpa, and against sdpa at log t (itself: exactly 1)
+    same_work = re.search(r" transformers sdpa, log t .* ([0-9.]+)x +([0-9.]+)x +[0-9]+\n", out)
+    assert same_work and same_work.group(2) == "1.00", out
 
 
 def test_speed_figure_draws_lengths_with_different_tools(tmp_path):
