@@ -29,16 +29,15 @@ and the 98 MB file exceeds what a call carries there); the times are the same, t
 a trained model's. torch runs on CUDA where it has it (transformers on the GPU beside jax),
 else on the CPU.
 
-The first call of each variant (compilation for JAX, first-touch allocations for torch) is
-reported apart from the steady state, the median of ``--repeats``. "of peak" is useful FLOP/s
-(``mfu.useful_flops``: weight products, the causal half of attention, logits) over a float32
-matmul peak measured right before each timed run (the fastest of 3), jax's. The header also
-prints torch's own peak: its products and jax's reach different speeds on different CPUs, and
-the ratios to the torch tools move with them. "vs sdpa" is transformers sdpa's time over the
-variant's; "vs sdpa log t" the same against ``transformers sdpa, log t``, which does the log-t
-variant's work (on an Intel Xeon with AVX-512 the project led sdpa while trailing that one:
-docs/benchmarks.md). Before timing, the
-offsets of the tools are compared (largest difference relative to the offset's size). The
+The first call of each variant (compilation for JAX, first-touch allocations for torch) is reported
+apart from the steady state, the median of ``--repeats``. "of peak" is useful FLOP/s
+(``mfu.useful_flops``: weight products, the causal half of attention, logits) over a float32 matmul
+peak measured right before each timed run (the fastest of 3), jax's. The header also prints torch's
+own peak: its products and jax's reach different speeds on different CPUs, and the ratios to the
+torch tools move with them. "vs sdpa" is transformers sdpa's time over the variant's; "vs sdpa log
+t" the same against ``transformers sdpa, log t``, which does the log-t variant's work (on an Intel
+Xeon with AVX-512 the project led sdpa while trailing that one: docs/benchmarks.md). Before timing,
+the offsets of the tools are compared (largest difference relative to the offset's size). The
 "ceiling" lines of each T divide each of the project's two variants' useful FLOPs by the run's
 peak: the time it would take with every product at the peak, and the ratio to each other tool that
 no implementation of the same FLOPs beats on this machine (a target of r times a tool needs r over
@@ -367,8 +366,8 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         for name in cases:
             fraction = statistics.median(f for _, f in samples[name])
             print(f"{length:>5} {name:>24} {first[name]:>12.1f} {steady[name]:>9.2f} {tokens / steady[name]:>9.0f} "
-                  f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} {versus('transformers sdpa', name, 8)} "
-                  f"{versus('transformers sdpa, log t', name, 13)} "
+                  f"{case_flops.get(name, flops) / steady[name] / 1e9:>8.1f} {fraction:>8.1%} "
+                  f"{versus('transformers sdpa', name, 8)} {versus('transformers sdpa, log t', name, 13)} "
                   f"{statistics.median(peaks) / 1e9:>12.0f}")
         if with_torch:
             peak_flops = statistics.median(peaks)
