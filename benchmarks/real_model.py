@@ -71,6 +71,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from tqdm.auto import tqdm
 
 try:  # the GPU venv has neither: there the table is the project's variants alone (benchmarks/gpu.py)
     import torch
@@ -349,15 +350,23 @@ def run_table(lengths, n_pairs: int, repeats: int, eager_max: int, peak_n: int, 
         cases = {"nohair": nohair_case(model, pairs), "nohair, KL at log t": nohair_case(model, pairs, "log"),
                  "nohair forward": forward_case(model, pairs),
                  **{name: per_pair_case(fn, reference, pairs, kl_t) for name, (fn, reference, kl_t) in references.items()}}
-        first = {name: timed(thunk)[0] for name, thunk in cases.items()}
         samples = {name: [] for name in cases}
         peaks = []
-        for _ in range(repeats):
+        # A bar on stderr, moved between timed calls: a run at T 8192 takes 20 minutes or more.
+        with tqdm(total=len(cases) * (1 + repeats), desc=f"T {length}", unit="call", leave=False) as bar:
+            first = {}
             for name, thunk in cases.items():
-                peak_wall = min(timed(peak[0])[0] for _ in range(3))
-                wall = timed(thunk)[0]
-                samples[name].append((wall, peak_wall / wall * case_flops.get(name, flops) / peak[1]))
-                peaks.append(peak[1] / peak_wall)
+                bar.set_postfix_str(f"{name}, first call")
+                first[name] = timed(thunk)[0]
+                bar.update()
+            for _ in range(repeats):
+                for name, thunk in cases.items():
+                    bar.set_postfix_str(name)
+                    peak_wall = min(timed(peak[0])[0] for _ in range(3))
+                    wall = timed(thunk)[0]
+                    samples[name].append((wall, peak_wall / wall * case_flops.get(name, flops) / peak[1]))
+                    peaks.append(peak[1] / peak_wall)
+                    bar.update()
         steady = {name: statistics.median(w for w, _ in s) for name, s in samples.items()}
 
         def versus(tool, name, width):  # the tool's time over the variant's, a column of ``width``
