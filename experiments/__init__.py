@@ -30,6 +30,46 @@ def real_model_available() -> str | None:
     return None
 
 
+def relay_alphas(prompt_len: int, length: int, fits, t_min: int) -> list[float]:
+    """The solvable relay model's alpha per layer (``relay.offsets`` at the same P, T and depth),
+    each fitted on the window of the measured layer's fit (``[t_min, T]`` where it was refused):
+    the theory's prediction beside a measurement."""
+    import nohair_jax as nh
+
+    relay = np.asarray(nh.relay.offsets(prompt_len, length, len(fits)))
+    t = np.arange(1, length + 1)
+    windows = [f.t_range if isinstance(f, nh.PowerLawFit) else (t_min, length) for f in fits]
+    return [nh.fit_power_law(t, relay[layer], t_min=w[0], t_max=w[1], n_boot=0).alpha
+            for layer, w in enumerate(windows, start=1)]
+
+
+def real_model_at_init(cfg, seed: int):
+    """A fresh ``Transformer`` of the real model's config ``cfg`` with the initialisation its authors
+    state (``PackagedModel.initial_config``: for SmolLM2-135M every weight matrix N(0, 1/24)), from
+    ``seed``: what "the same architecture at initialisation" means in the real-model rows."""
+    from flax import nnx
+
+    from nohair_jax.checkpoints import PACKAGED_MODELS
+    from nohair_jax.model import Transformer
+
+    return Transformer(PACKAGED_MODELS[REAL_MODEL].initial_config(cfg), rngs=nnx.Rngs(seed))
+
+
+def with_prompt_logit_bias(model, gamma: float, prompt_len: int):
+    """``model`` with the dilution-cancelling logit bias (``config.PromptLogitBias``) at strength
+    ``gamma`` added at inference: the same parameters, a config that differs only there."""
+    import dataclasses
+
+    from flax import nnx
+
+    from nohair_jax.config import PromptLogitBias
+    from nohair_jax.model import Transformer
+
+    cfg = dataclasses.replace(model.config, prompt_logit_bias=PromptLogitBias(prompt_len, gamma))
+    graphdef, _ = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+    return nnx.merge(graphdef, nnx.state(model))
+
+
 def first_layers(model, n: int | None):
     """The model cut to its first ``n`` blocks (final norm and output embedding kept); None: all
     (smoke profiles: a 30-layer compile takes half a minute)."""

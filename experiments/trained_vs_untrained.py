@@ -76,7 +76,8 @@ def run(
         runs.append(dict(seed=seed, untrained=measured[0], trained=measured[p["steps"]], bound=bound,
                          untrained_in_context=in_context[0], trained_in_context=in_context[p["steps"]],
                          trained_minus_untrained_in_context=_differences(curves[p["steps"]], curves[0], p),
-                         bits_per_byte=bits, wall_s=time.perf_counter() - start))
+                         bits_per_byte=bits, plateau=nh.held_out_plateau(result.history),
+                         wall_s=time.perf_counter() - start))
     summary = dict(profile=profile, settings=p, model=model_cfg.to_dict(), corpus=corpus.to_dict(), paper=PAPER, runs=runs)
     save_json(out / "summary.json", summary)
     draw(out)

@@ -2,7 +2,7 @@
 
 The paper reports alpha ~ 0.2 to 0.5 for untrained models. This measures it for the project's
 default architecture (pre-LN, learned positions, d_model 128) at depths 1, 2, 4 and 6, with the
-fit window, the bootstrap interval and the float32 noise floor of ``nohair offsets``.
+fit window, the interval and the float32 noise floor of ``nohair offsets``.
 
     python experiments/untrained_alpha.py --out results/untrained_alpha            # quick: T 2048, 16 pairs
     python experiments/untrained_alpha.py --profile full --out results/untrained_alpha  # GPU-sized
@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 import numpy as np
 
 import nohair_jax as nh
-from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
@@ -38,16 +38,18 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         print(f"depth {depth}: {p['n_pairs']} pairs, T = {p['length']}", flush=True)
         m = nh.measure(model, pairs, progress=True)
         m.save(out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
-        rows.append(dict(depth=depth, fits=[fit.to_dict() for fit in m.fits], decay_laws=decay_laws(m)))
+        rows.append(dict(depth=depth, fits=[fit.to_dict() for fit in m.fits], power_law=power_law(m),
+                         relay_alpha=relay_alphas(p["prompt_len"], p["length"], m.fits, 32)))
     result = dict(profile=profile, settings=p, seed=seed, paper_range_untrained=[0.2, 0.5], rows=rows)
     save_json(out / "summary.json", result)
     draw(out)
     return result
 
 
-def decay_laws(m: nh.Measurement) -> list[dict]:
-    """Per layer, the power law against the alternatives (``fit.compare_decay_laws``) on the window of
-    its alpha fit, the relay model's shape among them; a ``FitRefused``'s dict where the layer was not fitted."""
+def power_law(m: nh.Measurement) -> list[dict]:
+    """Per layer, how far the offsets are from a power law on the window of the layer's alpha fit
+    (``fit.power_law_tolerance``; the relay model's shape among the alternatives); a ``FitRefused``'s
+    dict where the layer was not fitted or its window holds too few bins."""
     t, l2 = m.offsets.t, m.offsets.l2
     relay_shapes = np.asarray(nh.relay.offsets(m.offsets.prompt_len, t.size, l2.shape[1] - 1))
     rows = []
@@ -56,9 +58,9 @@ def decay_laws(m: nh.Measurement) -> list[dict]:
             rows.append(fit.to_dict())
             continue
         try:
-            rows.append(nh.compare_decay_laws(t, l2[:, layer], t_min=fit.t_range[0], t_max=fit.t_range[1],
-                                              shapes={"relay": relay_shapes[layer]}).to_dict())
-        except ValueError as err:  # a window too short for five bins
+            rows.append(nh.power_law_tolerance(t, l2[:, layer], t_min=fit.t_range[0], t_max=fit.t_range[1],
+                                               shapes={"relay": relay_shapes[layer]}).to_dict())
+        except ValueError as err:  # a window too short for six bins
             rows.append(nh.FitRefused(str(err)).to_dict())
     return rows
 

@@ -23,7 +23,7 @@ _EXPORTS = {
     "config": ("PromptLogitBias", "RopeScaling", "TransformerConfig", "default_config"),
     "data": ("Corpus", "decode", "encode", "heldout_prompt_pairs", "load_corpus", "markov_corpus", "stdlib_corpus"),
     "fit": ("AlphaDifference", "FitRefused", "alpha_table", "alphas", "HalfLife", "NoiseFloorError", "PowerLawFit", "alpha_difference",
-            "alpha_vs_window", "bootstrap_indices", "compare_decay_laws", "difference_or_refuse", "fit_from_dict", "fit_layers", "fit_or_refuse", "fit_power_law",
+            "alpha_vs_window", "bootstrap_indices", "difference_or_refuse", "fit_from_dict", "fit_layers", "fit_or_refuse", "fit_power_law", "power_law_tolerance", "PowerLawTolerance", "t_interval", "bonferroni",
             "kl_half_life", "local_exponent", "noise_floor_curve", "summary_curve"),
     "model": ("Diagnostics", "ForwardOutput", "Transformer", "untrained_model"),
     "measurement": ("Measurement", "Pooled", "measure", "pool"),
@@ -33,7 +33,7 @@ _EXPORTS = {
     "direct_relay": ("PathSplit", "direct_relay_split"),
     "sweep": ("SweepGrid", "draw_sweep", "run_sweep"),
     "tokenization": ("text_continuations", "tokenize", "tokenized_prompt_pairs"),
-    "train": ("TrainConfig", "TrainResult", "alpha_history", "load_trained", "offsets_callback"),
+    "train": ("TrainConfig", "TrainResult", "alpha_history", "held_out_plateau", "load_trained", "offsets_callback"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("bound", "data", "direct_relay", "dynamics", "relay", "sweep", "train")

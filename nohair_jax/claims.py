@@ -1,16 +1,29 @@
-"""The claims of the two papers, each with the criterion it is judged by, and the judges.
+"""The claims of the two papers and the checks of the implementation, each with its criterion and judge.
 
-A *claim* is one sentence of the papers (``CLAIMS``), the value the paper gives, the parts of
-``nohair reproduce`` that measure it, and its *criterion*: stated in words before anything is
-measured (the quantity, the window, the statistic, the threshold, and what result would make it
-"disagree"). Its judge is a pure function of the parts' saved summaries that applies exactly that
-criterion and returns a ``Judgement``: what was measured (text), its interval, the verdict
-(``agree``, ``disagree`` or ``not measured at this scale`` when the part cannot decide it), and the
-evidence, the numbers the verdict was computed from. ``tests/test_claims.py`` gives every judge
-hand-built summaries that reach each of its verdicts.
+A *claim* is one statement of the papers (or a finding of this project's own, marked so) about
+models, which the data could contradict: the value the paper gives, the parts of ``nohair
+reproduce`` that measure it, and its *criterion*, stated in words before anything is measured
+(the quantity, the window, the statistic, the threshold, and what would make it "disagree"). A
+*check* is an identity, a derivation or an implementation test (the relay model attains the
+bound, a window's reach, conditions that are finite on any finite run, consensus at a gain where
+the proof guarantees it): it passes or fails, and it is never counted as agreement with a paper.
+Every statement of the two abstracts keeps a claim row; a statement that is proved rather than
+measured says so ("not measured at this scale") and names the check that verifies it.
 
-Intervals are 95 % bootstrap intervals over prompt pairs (``fit.fit_power_law``) unless a
-criterion says otherwise; alpha is fitted on the window its fit reports (``t_range``).
+Judges are pure functions of the parts' saved summaries that apply exactly the criterion and
+return a ``Judgement``: what was measured (text), its interval, the verdict (``agree``,
+``disagree`` or ``not measured at this scale``) and the evidence, the numbers the verdict was
+computed from. ``tests/test_claims.py`` gives every judge hand-built summaries that reach each of
+its verdicts.
+
+Intervals are 95 % t-intervals over prompt pairs with a bootstrap standard error
+(``fit.t_interval``; over seeds, then pairs, where the models are fresh initialisations), whose
+coverage ``tests/test_coverage.py`` checks by simulation. A "no effect" claim is judged by
+equivalence (``EQUIVALENCE_MARGIN``): agree only when the whole interval lies inside the margin,
+so a wider, noisier interval cannot agree. "Approximately a power law" is judged at a stated
+tolerance (``POWER_LAW_TOLERANCE``), not by which law fits best. Rows that test "every layer"
+agree only when every layer's own 95 % interval does (an intersection-union test: no correction
+is needed for that direction); the layers a row is judged on are named in its criterion.
 """
 
 from __future__ import annotations
@@ -23,11 +36,17 @@ import numpy as np
 
 from nohair_jax.bound.records import NotApplicable, ShapeCheck, constants_from_saved, explicit_from_saved, shape_from_dict
 from nohair_jax.fit import (
-    AlphaDifference, DecayLawComparison, FitRefused, PowerLawFit, alphas, fit_from_dict, fit_power_law,
+    AlphaDifference, FitRefused, PowerLawFit, PowerLawTolerance, alphas, bonferroni, fit_from_dict, fit_power_law,
 )
 
 NOT_MEASURED = "not measured at this scale"
 VERDICTS = ("agree", "disagree", NOT_MEASURED)
+CLAIM, CHECK = "claim", "check"  # a statement about models the data could contradict; an identity or implementation test
+KINDS = (CLAIM, CHECK)
+EQUIVALENCE_MARGIN = 0.1  # "no effect" on alpha: the whole interval of the difference inside +-0.1
+POWER_LAW_TOLERANCE = 0.10  # "approximately a power law": largest |log residual| at most 0.10 (about 10 %)
+POWER_LAW_TOLERANCES = (0.05, 0.10, 0.20)  # the verdict at each, so a reader sees how it depends on the tolerance
+MIN_DECADES = 1.5  # a power law is only judged over a window of at least this many decades of t
 
 
 class Judgement(NamedTuple):
@@ -45,7 +64,8 @@ class Claim:
     """One claim, the criterion it is judged by, and its judge.
 
     ``judge(summaries) -> Judgement`` gets ``{part name: summary dict}`` of the parts that ran; it is
-    only called when every part in ``parts`` is present.
+    only called when every part in ``parts`` is present. ``kind``: ``CLAIM`` or ``CHECK`` (see the
+    module docstring); a check's "agree" reads "pass".
     """
 
     id: str
@@ -54,6 +74,7 @@ class Claim:
     parts: tuple[str, ...]
     criterion: str
     judge: Callable[[dict], Judgement]
+    kind: str = CLAIM
 
 
 def _judged(measured: str, interval, ok: bool, **evidence) -> Judgement:
@@ -62,6 +83,37 @@ def _judged(measured: str, interval, ok: bool, **evidence) -> Judgement:
 
 def _unmeasured(measured: str, **evidence) -> Judgement:
     return Judgement(measured, None, NOT_MEASURED, evidence)
+
+
+def _equivalence(measured: str, interval, margin: float = EQUIVALENCE_MARGIN, **evidence) -> Judgement:
+    """A "no effect" verdict by equivalence: agree when ``interval`` lies inside ``[-margin, margin]``,
+    disagree when it lies wholly outside, otherwise not measured (the data cannot tell)."""
+    lo, hi = interval
+    evidence = dict(evidence, margin=margin)
+    if -margin < lo and hi < margin:
+        return Judgement(measured + f"; inside the equivalence margin +-{margin:g}", interval, "agree", evidence)
+    if hi < -margin or lo > margin:
+        return Judgement(measured + f"; outside the equivalence margin +-{margin:g}", interval, "disagree", evidence)
+    return Judgement(measured + f"; the interval crosses the equivalence margin +-{margin:g}: too wide to tell "
+                     "equal from different", interval, NOT_MEASURED, evidence)
+
+
+def _proved(check: str, why: str):
+    """The judge of a statement that is proved rather than measured: no data on models can
+    contradict it, so its row says so and names the check that verifies it."""
+    return lambda s: _unmeasured(f"{why}; verified by the check {check}")
+
+
+def _every_above_zero(diffs: list[AlphaDifference]) -> tuple[str, list[int], list[int]]:
+    """A row that says "above 0 in every layer": agree when every interval lies above 0 (each at 95 %:
+    all of them must hold, so no correction is needed), disagree when some interval widened for the
+    number of layers (``fit.bonferroni``) lies below 0, otherwise not measured. Returns (verdict,
+    the layers above 0, the layers below 0 after the correction)."""
+    above = [k for k, d in enumerate(diffs, start=1) if d.ci[0] > 0]
+    below = [k for k, d in enumerate(diffs, start=1)
+             if (wide := bonferroni(d.ci, d.dof, len(diffs), d.confidence)) is not None and wide[1] < 0]
+    verdict = "agree" if len(above) == len(diffs) else "disagree" if below else NOT_MEASURED
+    return verdict, above, below
 
 
 def _fits(saved: list[dict]) -> list[PowerLawFit | FitRefused]:
@@ -117,12 +169,18 @@ def _llm_alpha(key: str, lo: float, hi: float):
         if isinstance(fit, FitRefused):
             return _unmeasured(f"the last layer could not be fitted: {fit.reason}")
         fitted = [a for a in alphas(fits) if a is not None]
+        init = rm["init"]
         who = ("SmolLM2-135M-Instruct (Q4_1)" if key == "trained"
-               else f"its config at init, seeds {rm['init']['seeds']}, {rm['init']['pairs_per_seed']} pairs each")
+               else f"its config at init (std {init.get('init_std', 0.02):.3g}), seeds {init['seeds']}, "
+                    f"{init['pairs_per_seed']} pairs each")
+        relay = init.get("relay_alpha") if key == "init" else None
         text = (f"{fit.alpha:.2f} (last of {len(fits)} layers, t in {list(fit.t_range)}, {who}); "
-                f"layers: median {np.median(fitted):.2f}, range {min(fitted):.2f} to {max(fitted):.2f}")
+                f"layers: median {np.median(fitted):.2f}, range {min(fitted):.2f} to {max(fitted):.2f}"
+                + (f"; the relay model at the same depth and windows: {relay[-1]:.2f} at the last layer, "
+                   f"{min(relay):.2f} to {max(relay):.2f} over layers" if relay else ""))
         return _judged(text, _interval(fit), _overlaps(fit, lo, hi), alpha_per_layer=alphas(fits),
-                       last_layer_interval=_interval(fit), window=list(fit.t_range), paper_range=[lo, hi])
+                       last_layer_interval=_interval(fit), window=list(fit.t_range), paper_range=[lo, hi],
+                       relay_alpha_per_layer=relay)
     return judge
 
 
@@ -130,14 +188,14 @@ def _llm_faster(s):
     diffs = _differences(s["real_model"]["trained_minus_init"])
     if not diffs or not _with_interval(diffs):
         return _unmeasured("the difference could not be fitted with an interval in every layer", errors=_refusals(diffs))
-    faster = [k for k, d in enumerate(diffs, start=1) if d.ci[0] > 0]
-    slower = [k for k, d in enumerate(diffs, start=1) if d.ci[1] < 0]
+    verdict, faster, slower = _every_above_zero(diffs)
     last = diffs[-1]
     text = (f"trained minus init alpha: interval above 0 in {len(faster)}/{len(diffs)} layers, below 0 in "
-            f"{len(slower)}; last layer {last.difference:+.2f} [{last.ci[0]:+.2f}, {last.ci[1]:+.2f}] "
+            f"{len(slower)} after a Bonferroni correction over {len(diffs)} layers; last layer {last.brief()} "
             f"on t in {list(last.t_range)}")
-    return _judged(text, [round(v, 3) for v in last.ci], len(faster) == len(diffs), layers_faster=faster,
-                   layers_slower=slower, difference=[d.difference for d in diffs], intervals=[_ci(d) for d in diffs])
+    return Judgement(text, [round(v, 3) for v in last.ci], verdict, dict(
+        layers_faster=faster, layers_slower=slower, difference=[d.difference for d in diffs],
+        intervals=[_ci(d) for d in diffs]))
 
 
 def _llm_conditions(s):
@@ -150,19 +208,27 @@ def _llm_conditions(s):
                    sqrt_eps=c["sqrt_eps"], failures=c["failures"])
 
 
-def _shape_test(saved: list[dict]) -> tuple[str, list | None, bool, dict] | None:
+SLOPE_MARGIN = 0.1  # "decays at least like the relay shape": offset / shape grows by at most t^0.1 on [T/16, T]
+
+
+def _shape_test(saved: list[dict]) -> tuple[str, list | None, str, dict] | None:
     """The relay-shape test over layers (saved ``bound.shape_check`` layers): (text, the worst layer's
-    interval, whether every layer passes, evidence); None if some layer could not be fitted."""
+    interval, verdict, evidence); None if some layer could not be fitted or has no interval. Agree
+    when every layer's slope interval ends at or below ``SLOPE_MARGIN``; disagree when some layer's
+    interval, widened for the number of layers (``fit.bonferroni``), starts above it."""
     entries = [shape_from_dict(e) for e in saved]
-    if not entries or not all(isinstance(e, ShapeCheck) for e in entries):
+    if not entries or not all(isinstance(e, ShapeCheck) and e.interval is not None for e in entries):
         return None
     worst = max(entries, key=lambda e: e.slope)
-    passing = sum(e.passes for e in entries)
-    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst.slope:.3f} (layer {worst.layer}); "
-            f"{passing}/{len(entries)} layers pass")
-    interval = None if worst.interval is None else [round(v, 3) for v in worst.interval]
-    return text, interval, passing == len(entries), dict(slopes=[e.slope for e in entries],
-                                                         intervals=[e.to_dict()["interval"] for e in entries])
+    within = [e.layer for e in entries if e.interval[1] <= SLOPE_MARGIN]
+    beyond = [e.layer for e in entries if (wide := bonferroni(e.interval, e.dof, len(entries))) is not None
+              and wide[0] > SLOPE_MARGIN]
+    verdict = "agree" if len(within) == len(entries) else "disagree" if beyond else NOT_MEASURED
+    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst.slope:.3f} (layer {worst.layer}); interval "
+            f"at or below {SLOPE_MARGIN} in {len(within)}/{len(entries)} layers, above it after a Bonferroni correction "
+            f"in {len(beyond)}")
+    return text, [round(v, 3) for v in worst.interval], verdict, dict(
+        slopes=[e.slope for e in entries], intervals=[e.to_dict()["interval"] for e in entries], layers_beyond=beyond)
 
 
 def _llm_relay_logs(s):
@@ -170,7 +236,7 @@ def _llm_relay_logs(s):
     shape = _shape_test(bound["shape"])
     if shape is None:
         return _unmeasured("the shape test could not be fitted in every layer")
-    text, interval, ok, evidence = shape
+    text, interval, verdict, evidence = shape
     constants = constants_from_saved(bound["constants"])
     if isinstance(constants, NotApplicable):
         explicit = f"no explicit bound ({constants.reason})"
@@ -179,7 +245,7 @@ def _llm_relay_logs(s):
         overflow = len(constants["C"]) - len(finite)
         explicit = (f"explicit constants C_l from {min(finite):.3g} to {max(finite):.3g}"
                     + (f", beyond float64 in {overflow} layers" if overflow else ""))
-    return _judged(f"{text}; {explicit}", interval, ok, **evidence, constants=bound["constants"])
+    return Judgement(f"{text}; {explicit}", interval, verdict, dict(evidence, constants=bound["constants"]))
 
 
 def _llm_threshold(s):
@@ -198,6 +264,36 @@ def _llm_threshold(s):
     return _judged(text, None, bool(contracts), **evidence)
 
 
+def _llm_direct(s):
+    rm = s["real_model"]
+    fit = _fits(rm["trained"]["split"]["direct"])[-1]
+    if not isinstance(fit, PowerLawFit) or fit.ci is None:
+        return _unmeasured("the last layer's direct read could not be fitted with an interval")
+    reference = _dilution_alpha(rm["settings"]["prompt_len"], fit.t_range)
+    fitted = [a for a in alphas(_fits(rm["trained"]["split"]["direct"])) if a is not None]
+    text = (f"SmolLM2-135M-Instruct, last layer: direct-read alpha {fit.brief()} on t in {list(fit.t_range)} against "
+            f"{reference:.2f} for P / (P + t) on the same window (all layers {min(fitted):.2f} to {max(fitted):.2f})")
+    difference = [round(fit.ci[0] - reference, 3), round(fit.ci[1] - reference, 3)]
+    return _equivalence(text + f"; difference {fit.alpha - reference:+.2f} [{difference[0]:+.2f}, {difference[1]:+.2f}]",
+                        difference, direct_alpha=alphas(_fits(rm["trained"]["split"]["direct"])), dilution_alpha=reference)
+
+
+def _llm_bias_stops(s):
+    saved = s["real_model"].get("bias_at_inference")
+    rows = [r for r in (saved or {}).get("rows", []) if r["gamma"] == 1.0]
+    if not rows:
+        return _unmeasured("the bias at gamma = 1 was not measured")
+    fits = {r["gamma"]: fit_from_dict(r["fit"]) for r in saved["rows"]}
+    diffs = {r["gamma"]: fit_from_dict(r["minus_none"]) for r in saved["rows"]}
+    fit = fits[1.0]
+    if not isinstance(fit, PowerLawFit) or fit.ci is None:
+        return _unmeasured("the last layer could not be fitted with an interval at gamma = 1")
+    text = (f"SmolLM2-135M-Instruct with the bias at inference, {saved['pairs']} pairs, last layer: alpha "
+            + "; ".join(f"gamma {g:g}: {f.brief()} (minus without the bias {diffs[g].brief()})" for g, f in fits.items()))
+    return _equivalence(text, _interval(fit), alpha=alphas(list(fits.values())), gammas=list(fits),
+                        minus_none=[d.to_dict() for d in diffs.values()])
+
+
 # ---------------------------------------------------------------- the project's small models
 
 
@@ -207,20 +303,38 @@ def _deepest_last_layer(s: dict) -> PowerLawFit | FitRefused:
 
 def _power_law(s):
     rows = s["untrained_alpha"]["rows"]
-    laws = [(row["depth"], k, law) for row in rows
-            for k, law in enumerate(map(fit_from_dict, row.get("decay_laws", [])), start=1)
-            if isinstance(law, DecayLawComparison)]
-    if not laws:
-        return _unmeasured("no layer's decay could be compared with the alternatives")
-    worse = [(depth, k, law) for depth, k, law in laws if law.power_gap > 2]
-    gaps = [law.power_gap for _, _, law in laws]
-    drift = [law.local_exponent_drift for _, _, law in laws]
-    best = sorted({law.best for _, _, law in laws})
-    text = (f"power law within 2 AIC of the best law in {len(laws) - len(worse)}/{len(laws)} layers (best laws: "
-            f"{', '.join(best)}; largest AIC gap {max(gaps):.1f}); local exponent drifts by {min(drift):+.2f} to "
-            f"{max(drift):+.2f} over the window")
-    return _judged(text, None, not worse, power_gap=gaps, best=[law.best for _, _, law in laws],
-                   local_exponent_drift=drift, layers=[[depth, k] for depth, k, _ in laws])
+    records = [(row["depth"], k, fit_from_dict(r)) for row in rows for k, r in enumerate(row.get("power_law", []), start=1)]
+    depth, layer, judged = records[-1] if records else (None, None, None)
+    if not isinstance(judged, PowerLawTolerance):
+        return _unmeasured("the deepest model's last layer could not be held against a power law"
+                           + (f": {judged.reason}" if isinstance(judged, FitRefused) else ""))
+    measured = [(d, k, r) for d, k, r in records if isinstance(r, PowerLawTolerance)]
+    evidence = dict(depth=depth, layer=layer, deviation=judged.deviation, deviation_interval=judged.ci,
+                    holdout=judged.holdout, holdout_interval=judged.holdout_ci, window=list(judged.t_range),
+                    decades=judged.decades, cv_error=judged.cv_error,
+                    at_tolerance={f"{tol:g}": _within_text(judged.within(tol)) for tol in POWER_LAW_TOLERANCES},
+                    all_layers=[dict(depth=d, layer=k, deviation=r.deviation, holdout=r.holdout) for d, k, r in measured])
+    best_cv = min(judged.cv_error, key=judged.cv_error.get) if judged.cv_error else None
+    text = (f"depth {depth}, last layer, t in {list(judged.t_range)} ({judged.decades:.2f} decades): largest |log residual| "
+            f"of the best power law {_brief(judged.deviation, judged.ci)}, second half predicted from the first "
+            f"{_brief(judged.holdout, judged.holdout_ci)}; at tolerance "
+            + ", ".join(f"{k}: {v}" for k, v in evidence["at_tolerance"].items())
+            + (f"; lowest cross-validated error: {best_cv} ({judged.cv_error[best_cv]:.3f}, power "
+               f"{judged.cv_error['power']:.3f})" if best_cv else ""))
+    if judged.decades < MIN_DECADES:
+        return _unmeasured(text + f"; the window spans fewer than {MIN_DECADES} decades", **evidence)
+    within = judged.within(POWER_LAW_TOLERANCE)
+    if within is None:
+        return Judgement(text, judged.ci, NOT_MEASURED, evidence)
+    return _judged(text, judged.ci, within, **evidence)
+
+
+def _brief(value: float, ci) -> str:
+    return f"{value:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
+
+
+def _within_text(within: bool | None) -> str:
+    return {True: "agree", False: "disagree", None: NOT_MEASURED}[within]
 
 
 def _untrained(s):
@@ -229,17 +343,56 @@ def _untrained(s):
         return _unmeasured(fit.reason)
     depth = s["untrained_alpha"]["rows"][-1]["depth"]
     fitted = [a for row in s["untrained_alpha"]["rows"] for a in alphas(_fits(row["fits"])) if a is not None]
-    text = f"{fit.alpha:.2f} (last layer, depth {depth}); all layers {min(fitted):.2f} to {max(fitted):.2f}"
+    relay = s["untrained_alpha"]["rows"][-1].get("relay_alpha")
+    text = (f"{fit.alpha:.2f} (last layer, depth {depth}); all layers {min(fitted):.2f} to {max(fitted):.2f}"
+            + (f"; the relay model at the same depth and window: {relay[-1]:.2f}" if relay else ""))
     return _judged(text, _interval(fit), _overlaps(fit, 0.2, 0.5), depth=depth, last_layer_interval=_interval(fit),
-                   window=list(fit.t_range))
+                   window=list(fit.t_range), relay_alpha_per_layer=relay)
 
 
-def _trained(s):
-    run = s["trained_vs_untrained"]["runs"][0]
+PLATEAU_SHARE = 0.02  # "trained": the last fifth of training lowered the held-out loss by less than 2 % of its drop
+MIN_SEEDS = 3  # a small trained model supports a claim only when this many seeds were trained and agree
+
+
+def _short_of_trained(runs: list[dict]) -> str | None:
+    """Why small trained models cannot support a claim (too few seeds, a held-out loss still falling:
+    ``train.held_out_plateau``), or None when they can."""
+    reasons = [f"{len(runs)} seed(s) trained, {MIN_SEEDS} needed"] if len(runs) < MIN_SEEDS else []
+    shares = [r.get("plateau", {}).get("share") for r in runs]
+    if None in shares:
+        reasons.append("no held-out loss history was saved")
+    elif any(not share < PLATEAU_SHARE for share in shares):
+        reasons.append("the held-out loss was still falling: the last fifth of training lowered it by "
+                       + ", ".join(f"{share:.0%}" for share in shares) + f" of its whole drop (levelled off: below "
+                       f"{PLATEAU_SHARE:.0%})")
+    return "; ".join(reasons) or None
+
+
+def _trained_enough(judge_run: Callable[[dict, dict], Judgement]):
+    """A judge of the small trained models (part trained_vs_untrained): ``judge_run(run, settings)``
+    on every seed's run; agree or disagree only when the models count as trained (``_short_of_trained``)
+    and every seed gives that verdict, otherwise not measured at this scale with the numbers shown."""
+    def judge(s):
+        part = s["trained_vs_untrained"]
+        judged = [judge_run(run, part["settings"]) for run in part["runs"]]
+        verdicts = {j.verdict for j in judged}
+        evidence = dict(judged[0].evidence, plateau=[r.get("plateau") for r in part["runs"]],
+                        seeds=[r["seed"] for r in part["runs"]], verdict_per_seed=[j.verdict for j in judged])
+        measured = "; ".join(f"seed {r['seed']}: {j.measured}" for r, j in zip(part["runs"], judged))
+        short = _short_of_trained(part["runs"])
+        if short:
+            return Judgement(f"{measured}; not trained enough to judge: {short}", judged[0].interval, NOT_MEASURED,
+                             evidence)
+        verdict = verdicts.pop() if len(verdicts) == 1 else NOT_MEASURED
+        return Judgement(measured + ("" if verdict != NOT_MEASURED or len(judged) == 1 else "; the seeds differ"),
+                         judged[0].interval, verdict, evidence)
+    return judge
+
+
+def _trained(run, p):
     fit, beyond = fit_from_dict(run["trained_in_context"][-1]), fit_from_dict(run["trained"][-1])
     if isinstance(fit, FitRefused):
         return _unmeasured(fit.reason)
-    p = s["trained_vs_untrained"]["settings"]
     beyond_window = list(beyond.t_range) if isinstance(beyond, PowerLawFit) else None
     text = (f"{fit.alpha:.2f} (last layer, t in {list(fit.t_range)}, inside the {p['context']}-token training context); "
             f"{_fmt(beyond)} on t in {beyond_window}, extrapolating; {p['steps']} steps")
@@ -247,15 +400,15 @@ def _trained(s):
                    window=list(fit.t_range), extrapolated=alphas([beyond])[0], steps=p["steps"])
 
 
-def _trained_faster(s):
-    run = s["trained_vs_untrained"]["runs"][0]
+def _trained_faster(run, p):
     diffs = _differences(run["trained_minus_untrained_in_context"])
     if not diffs or not _with_interval(diffs):
         return _unmeasured("the difference could not be fitted with an interval in every layer", errors=_refusals(diffs))
-    text = "; ".join(f"layer {k}: {d.difference:+.2f} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for k, d in enumerate(diffs, start=1))
-    return _judged(f"trained minus untrained alpha inside the training context (t in {list(diffs[0].t_range)}): {text}",
-                   None, all(d.ci[0] > 0 for d in diffs), difference=[d.difference for d in diffs],
-                   intervals=[_ci(d) for d in diffs])
+    text = "; ".join(f"layer {k}: {d.brief()}" for k, d in enumerate(diffs, start=1))
+    verdict, _, slower = _every_above_zero(diffs)
+    return Judgement(f"trained minus untrained alpha inside the training context (t in {list(diffs[0].t_range)}): "
+                     f"{text}; below 0 after a Bonferroni correction over {len(diffs)} layers: {slower or 'none'}", None,
+                     verdict, dict(difference=[d.difference for d in diffs], intervals=[_ci(d) for d in diffs]))
 
 
 def _conditions(s):
@@ -289,6 +442,9 @@ def _trained_bound(s):
                     sigma_min_over_sqrt_eps=[r["sigma_min_over_floor"] for r in rows],
                     failures=failures, margins=[e.margin for c in applies for e in c],
                     **(shape[3] if shape else {}))
+    short = _short_of_trained(s["trained_vs_untrained"]["runs"])
+    if short:
+        return _unmeasured(f"not trained enough to judge: {short}", **evidence)
     if failures:
         return _judged(f"a condition fails: {failures[0]}", None, False, **evidence)
     if len(applies) < len(rows) or shape is None:
@@ -298,15 +454,16 @@ def _trained_bound(s):
             f"{min(evidence['sigma_min_over_sqrt_eps']):.3g} x sqrt(eps); explicit bound "
             f"{'above every' if holds else 'below some'} offset (smallest margin {min(evidence['margins']):.3g}); "
             f"{shape[0]}")
-    return _judged(text, shape[1], holds and shape[2], **evidence)
+    verdict = shape[2] if holds else "disagree"
+    return Judgement(text, shape[1], verdict, evidence)
 
 
 def _relay_logs(s):
     shape = _shape_test([e for r in s["bound_check"]["rows"] for e in r["shape"]])
     if shape is None:
         return _unmeasured("shape check could not be fitted")
-    text, interval, ok, evidence = shape
-    return _judged(text, interval, ok, **evidence)
+    text, interval, verdict, evidence = shape
+    return Judgement(text, interval, verdict, evidence)
 
 
 def _dilution_alpha(prompt_len: int, t_range: list) -> float:
@@ -341,7 +498,20 @@ def _bound_tight(s):
 
 
 def _exponent_rise(s):
-    layers = [row for row in s["untrained_vs_relay"]["layers"] if row["layer"] >= 2]
+    return _rise([row for row in s["untrained_vs_relay"]["layers"] if row["layer"] >= 2])
+
+
+def _llm_exponent_rise(s):
+    layers = s["real_model"]["init"].get("local_exponent")
+    if layers is None:
+        return _unmeasured("the local exponent at initialisation was not saved")
+    judged = _rise(layers)
+    return judged._replace(measured=f"SmolLM2's config at its stated init, layers {[r['layer'] for r in layers]}: "
+                                    + judged.measured)
+
+
+def _rise(layers: list[dict]) -> Judgement:
+    """Both the network's and the relay model's local exponent rise, first to last quarter of t, in every layer."""
     if not layers:
         return _unmeasured("needs depth >= 2")
     rises, parts, quarters = [], [], {}
@@ -377,6 +547,11 @@ def _bias_last_step(run: str, accept: Callable[[PowerLawFit], bool]):
         if isinstance(fit, FitRefused):
             return _unmeasured(fit.reason, **_bias_evidence(ic))
         text = f"{fit.alpha:.2f} (last layer, step {last['step']}, t in {list(fit.t_range)}, inside the training context)"
+        part = s["logit_bias"]
+        seeds = part.get("seeds", [part.get("seed")])  # one seed per run today
+        short = _short_of_trained([dict(part["runs"][run], seed=seed) for seed in seeds])
+        if short:
+            return _unmeasured(f"{text}; not trained enough to judge: {short}", **_bias_evidence(ic))
         return _judged(text, _interval(fit), accept(fit), **_bias_evidence(ic))
     return judge
 
@@ -463,8 +638,9 @@ def _depth(s):
     text = "; ".join(f"P={r['prompt_len']}: L{r['depths'][0]} - L{r['depths'][1]} {d.difference:+.2f} "
                      f"[{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for r, d in zip(saved, diffs))
     relay = "; ".join(f"P={r['prompt_len']} L{r['depth']}: relay {r['relay']:.2f}" for r in sweep["depth_prompt"])
-    return _judged(f"last-layer alpha, shallower minus deeper: {text}", None, all(d.ci[0] > 0 for d in diffs),
-                   differences=saved, relay_alpha=relay)
+    verdict, _, below = _every_above_zero(diffs)
+    return Judgement(f"last-layer alpha, shallower minus deeper: {text}; below 0 after a Bonferroni correction over "
+                     f"{len(diffs)} differences: {len(below)}", None, verdict, dict(differences=saved, relay_alpha=relay))
 
 
 def _consensus_rows(s, clusters: int):
@@ -617,8 +793,7 @@ def _jacobian_is_finite(s):
         return _unmeasured("the last layer's difference could not be fitted with an interval", refused=_refusals([diff]))
     text = (f"SmolLM2, last layer, alpha(Jacobian) - alpha(finite): {diff.brief()} on t in {list(diff.t_range)} "
             f"(alphas {diff.alpha_a:.2f} and {diff.alpha_b:.2f}); the project's trained model: {own.brief()}")
-    return _judged(text, [round(v, 3) for v in diff.ci], diff.ci[0] <= 0 <= diff.ci[1], smollm2=diff.to_dict(),
-                   own_trained=own.to_dict())
+    return _equivalence(text, [round(v, 3) for v in diff.ci], smollm2=diff.to_dict(), own_trained=own.to_dict())
 
 
 def _jacobian_alpha(model: str, judge_fit: Callable[[PowerLawFit], bool], **evidence):
@@ -634,9 +809,17 @@ def _jacobian_alpha(model: str, judge_fit: Callable[[PowerLawFit], bool], **evid
     return judge
 
 
-def _no_decay(fit: PowerLawFit) -> bool:
-    """No decay detected: the interval (or, without one, alpha) reaches 0 or below."""
-    return (fit.ci[0] if fit.ci is not None else fit.alpha) <= 0
+def _jacobian_no_decay(model: str):
+    """"No decay" of one model row's last-layer Jacobian alpha, by equivalence with 0."""
+    def judge(s):
+        fit, finite = _jacobian(s, model, "frobenius"), _jacobian(s, model, "finite")
+        if not isinstance(fit, PowerLawFit) or fit.ci is None:
+            return _unmeasured("the last layer's Jacobian could not be fitted with an interval")
+        row = s["linear_response"]["models"][model]
+        text = (f"{fit.brief()} on t in {list(fit.t_range)} ({model}, {row['n_pairs']} pairs, seeds {row['seeds']}; "
+                f"the finite offsets' alpha {finite.brief()})")
+        return _equivalence(text, _interval(fit), jacobian=fit.to_dict(), finite=finite.to_dict())
+    return judge
 
 
 def _sink_first_token(s):
@@ -661,13 +844,15 @@ def _sink_shared(s):
                 and not d.ci[0] <= 0 <= d.ci[1]]
     text = (f"last layer, alpha(shared) - alpha(different): {last.brief()} on t in {list(last.t_range)}; "
             f"layers whose interval excludes 0: {excluded or 'none'}")
-    return _judged(text, [round(v, 3) for v in last.ci], last.ci[0] <= 0 <= last.ci[1], last_layer=last.to_dict(),
-                   layers_excluding_zero=excluded)
+    return _equivalence(text, [round(v, 3) for v in last.ci], last_layer=last.to_dict(), layers_excluding_zero=excluded)
 
 
 _WINDOW = "alpha fitted on t in [32, T] (ended early where the float32 noise floor, measured against float64, is near)"
-_RANGE = ("Agree if the 95 % bootstrap interval of the last layer's alpha over pairs overlaps the paper's range, "
+_RANGE = ("Agree if the 95 % t-interval of the last layer's alpha over pairs overlaps the paper's range, "
           "disagree if it lies entirely outside it; not measured if the last layer cannot be fitted")
+_TRAINED = (f"A trained model counts only when its held-out loss levelled off (the last fifth of training lowered it "
+            f"by less than {PLATEAU_SHARE:.0%} of its whole drop) and {MIN_SEEDS} seeds were trained and agree; "
+            "otherwise not measured at this scale, with the numbers shown.")
 CLAIMS = (
     Claim("llm_trained_alpha", "A trained language model forgets fast (SmolLM2-135M-Instruct, last layer)",
           "alpha 0.55 to 0.7", ("real_model",),
@@ -675,8 +860,11 @@ CLAIMS = (
           _llm_alpha("trained", 0.55, 0.7)),
     Claim("llm_untrained_alpha", "The same architecture at initialisation forgets slowly (SmolLM2's config, last layer)",
           "alpha 0.2 to 0.5", ("real_model",),
-          f"Offsets of fresh parameters of SmolLM2's exact config, several seeds (the interval resamples seeds, then "
-          f"pairs within them); {_WINDOW}. {_RANGE} [0.2, 0.5].", _llm_alpha("init", 0.2, 0.5)),
+          "Offsets of fresh parameters of SmolLM2's exact config with the initialisation its authors state (every weight "
+          "matrix N(0, 1/24), the initializer_range of its published config.json), 3 seeds (the interval resamples "
+          f"seeds, then pairs within them, 2 degrees of freedom); {_WINDOW}. {_RANGE} [0.2, 0.5]. The solvable relay "
+          "model's alpha at the same depth and windows is reported beside: the paper's range is what is judged, not "
+          "the theory's prediction.", _llm_alpha("init", 0.2, 0.5)),
     Claim("llm_trained_faster", "The trained language model forgets faster than its initialisation "
           "(every layer, interval of the difference above 0)", "alpha trained > untrained", ("real_model",),
           "Per layer, alpha of the trained model minus alpha at init, fitted on one common window, with one bootstrap "
@@ -684,78 +872,108 @@ CLAIMS = (
           "interval lies above 0 in every layer; disagree if it reaches 0 or below in any layer; not measured if some "
           "layer's difference cannot be fitted.", _llm_faster),
     Claim("llm_bound_conditions", "The bound's conditions hold on a trained language model: bounded logits, "
-          "pre-norm activations away from zero", "B finite, sigma_min > 0", ("real_model",),
+          "pre-norm activations away from zero (finite on any finite run: a check)", "B finite, sigma_min > 0", ("real_model",),
           "On the trained model and a few held-out pairs (both runs): the largest |q.k| / sqrt(d_head) per layer must "
           "be finite and the smallest input scale of every block norm above sqrt(eps) (below it the norm no longer "
-          "normalises). Disagree if either fails in any layer.", _llm_conditions),
+          "normalises). Fail if either fails in any layer.", _llm_conditions, CHECK),
+    Claim("llm_direct_dilution", "The prompt's direct influence is diluted as the context grows (SmolLM2-135M-Instruct, "
+          "last layer)", "alpha = 1 for P/(P+t)", ("real_model",),
+          "The trained model's offsets split into what continuation tokens read from the prompt directly and what "
+          "reaches them by relay; the last layer's direct-read alpha (95 % t-interval over pairs) against the alpha of "
+          f"P / (P + t) fitted on the same window. Equivalence, margin {EQUIVALENCE_MARGIN}: agree if the interval of "
+          "the difference lies inside it, disagree if it lies wholly outside, otherwise not measured.", _llm_direct),
     Claim("llm_relay_only_logs", "Relay can only add logarithmic factors, on a trained language model: its offsets "
           "decay at least like the relay shape", "slope of offset / shape <= 0", ("real_model",),
           "Per layer of the trained model, the log-log slope of its offsets divided by the relay model's delta_l "
-          "(same P, T and depth) over t in [T/16, T], with a bootstrap interval over pairs. Agree if every layer's "
+          "(same P, T and depth) over t in [T/16, T], with a t-interval over pairs. Agree if every layer's "
           "interval reaches 0 or below; disagree if any layer's lies above 0. The explicit bound's constants C_l "
           "from the measured conditions are reported beside.", _llm_relay_logs),
+    Claim("llm_bias_stops", "(This project) The dilution-cancelling logit bias added at inference (gamma = 1) stops "
+          "SmolLM2-135M-Instruct's forgetting (last layer): a real-model test of \"dilution is necessary\", whose "
+          "paper statement is about training", OWN, ("real_model",),
+          "The trained model's own parameters with gamma log(i / P) added to every attention logit on the prompt keys, "
+          "at each gamma measured, on the first pairs of its held-out text pairs; the last layer's alpha at gamma = 1 "
+          f"(chosen beforehand), 95 % t-interval over pairs. Equivalence with 0, margin {EQUIVALENCE_MARGIN}: agree if "
+          "the interval lies inside it (the forgetting stops), disagree if wholly outside, otherwise not measured. "
+          "Each gamma's difference from the model without the bias is reported beside.", _llm_bias_stops),
     Claim("ff_threshold_llm", "The control threshold compared with a real language model across depth (layers whose "
           "MLP-to-attention gain exceeds 1 contract the tokens)", "compared with real LLMs", ("real_model",),
           "Per layer of the trained model, the gain analogue |MLP output| / (bound on any attention output) and the "
           "diameter of the normalised tokens (medians over text windows). Agree if the layers with a gain analogue above "
           "1 shrink the diameter on average and more than the layers below 1; disagree otherwise; not measured if no "
           "layer (or every layer) is above 1, where no threshold can be located.", _llm_threshold),
-    Claim("power_law", "The offset decays approximately as a power law t^-alpha (not clearly worse than the "
-          "alternatives)", "d(t) ~ t^-alpha", ("untrained_alpha",),
-          "Every layer of the small untrained models, on its alpha fit's window: t^-alpha against (log t)^k / t, the "
-          "relay model's shape, e^(-a t) and e^(-a t^beta), each fitted to the log of the log-binned mean curve and "
-          "compared by AIC. Agree if in every layer the power law's AIC is within 2 of the best law's; disagree if an "
-          "alternative is better by more than 2 in any layer.", _power_law),
+    Claim("power_law", "The offset decays approximately as a power law t^-alpha (within a stated tolerance)",
+          "d(t) ~ t^-alpha", ("untrained_alpha",),
+          "The last layer of the deepest small untrained model (chosen beforehand), on its alpha fit's window, of at "
+          f"least {MIN_DECADES} decades: the largest |log residual| of the best power law over the log-binned mean curve, "
+          "and the largest |log residual| on the window's second half of the power law fitted to its first half, each "
+          f"with a 95 % t-interval over pairs. Agree if both intervals end at or below {POWER_LAW_TOLERANCE} (about "
+          f"{POWER_LAW_TOLERANCE:.0%}); disagree if either starts above it; not measured otherwise or on a shorter "
+          f"window. Reported beside: the verdict at {', '.join(f'{t:g}' for t in POWER_LAW_TOLERANCES)}, every layer's "
+          "deviations, and the alternatives (log-power, relay shape, exponential, stretched exponential) by error "
+          "cross-validated over pairs.", _power_law),
     Claim("untrained_alpha", "Untrained models forget slowly (small models, d_model 128)", "alpha 0.2 to 0.5",
           ("untrained_alpha",), f"The deepest small untrained model; {_WINDOW}. {_RANGE} [0.2, 0.5].", _untrained),
     Claim("trained_alpha", "Trained models forget fast (small byte-level model trained minutes on a CPU)",
           "alpha 0.55 to 0.7", ("trained_vs_untrained",),
           "The small byte-level model after training, held-out text pairs; alpha fitted on t in [32, C - P], inside its "
-          f"training context C (the fit beyond it, where RoPE extrapolates, is reported beside). {_RANGE} [0.55, 0.7].",
-          _trained),
+          f"training context C (the fit beyond it, where RoPE extrapolates, is reported beside). {_RANGE} [0.55, 0.7]. "
+          + _TRAINED,
+          _trained_enough(_trained)),
     Claim("trained_faster", "Trained models forget faster than untrained ones (small byte-level model; every layer, "
           "interval of the difference above 0)", "alpha trained > untrained", ("trained_vs_untrained",),
           "Per layer, alpha after training minus alpha at its initialisation on the same pairs, on t in [32, C - P] "
-          "inside the training context C, with one bootstrap interval of the difference. Agree if it lies above 0 in "
-          "every layer; disagree if it reaches 0 or below in any layer; not measured if a layer cannot be fitted.",
-          _trained_faster),
+          "inside the training context C, with one t-interval of the difference. Agree if it lies above 0 in "
+          "every layer; disagree if it reaches 0 or below in any layer; not measured if a layer cannot be fitted. "
+          + _TRAINED, _trained_enough(_trained_faster)),
     Claim("bound_conditions", "The bound's conditions hold on the small untrained models: bounded logits, pre-norm "
           "activations away from zero", "B finite, sigma_min > 0", ("bound_check",),
-          "As for the language model, on the small untrained models at every depth measured. Disagree if any "
-          "condition fails.", _conditions),
-    Claim("bound_holds", "The offset at depth L is O(P (log t)^(L-1) / t): the explicit bound is never exceeded",
+          "As for the language model, on the small untrained models at every depth measured. Fail if any "
+          "condition fails.", _conditions, CHECK),
+    Claim("bound_holds", "The explicit bound C_L P (log t)^(L-1) / t is never exceeded (small untrained models; "
+          "margins of thousands: an implementation check)",
           "offset <= C_L P (log t)^(L-1) / t", ("bound_check",),
           "The explicit bound, with constants computed from the measured conditions, against the largest offset over "
           "pairs at every layer and t. Agree if the bound is at or above every measured offset, disagree if any offset "
-          "exceeds it; not measured where the bound does not apply.", _bound_holds),
+          "exceeds it; not measured where the bound does not apply.", _bound_holds, CHECK),
     Claim("trained_bound", "The bound applies to and holds on a trained model (small byte-level model, inside its "
           "training context)", "conditions hold; offset <= bound", ("trained_vs_untrained",),
           "The small model after training, held-out text pairs cut to its training context (t <= C - P): the "
           "conditions as above, the explicit bound from them against every offset, and the shape test (slope of "
           "offset / relay shape on [T/16, T]). Agree if the conditions hold, the bound is at or above every offset and "
           "every layer's slope interval reaches 0 or below; disagree if any of these fails; not measured if the bound "
-          "or the shape test cannot be computed.", _trained_bound),
+          "or the shape test cannot be computed. " + _TRAINED, _trained_bound),
     Claim("relay_only_logs", "Relay can only add logarithmic factors: offsets decay at least like the relay shape",
           "slope of offset / shape <= 0", ("bound_check",),
           "Per layer, the log-log slope of offset / relay-model offset over t in [T/16, T]. Agree if every layer's "
           "interval reaches 0 or below; disagree if any layer's interval lies above 0 (offsets decaying more slowly "
           "than the relay shape).", _relay_logs),
-    Claim("direct_is_dilution", "The prompt's direct influence is diluted as the context grows (untrained model)",
+    Claim("direct_is_dilution", "The direct read of an untrained model (near-uniform attention) dilutes as P/(P+t)",
           "alpha = 1 for P/(P+t)", ("direct_vs_relay",),
           "Per layer, alpha of the direct-read part of the offset against alpha of P / (P + t) fitted on the same "
-          "window. Agree if every layer is within 0.1 of it, disagree otherwise.", _direct),
+          "window. Pass if every layer is within 0.1 of it, fail otherwise.", _direct, CHECK),
     Claim("bound_tight", "The solvable linear relay model attains the bound: it cannot be improved",
+          "delta_L ~ P (log t)^(L-1) / ((L-1)! t)", (), "A mathematical statement about the relay model, proved in "
+          "theory/ and checked there; no measurement of a model can contradict it.",
+          _proved("bound_tight_check", "a statement proved about the solvable model, not a measurement")),
+    Claim("bound_tight_check", "The exact relay model's delta_L approaches P (log t)^(L-1) / ((L-1)! t) from below",
           "delta_L ~ P (log t)^(L-1) / ((L-1)! t)", ("relay_model",),
           "The exact relay model's delta_L / (P (log t)^(L-1) / t) for L >= 2 out to t = 1e12. Agree if it rises "
-          "monotonically, stays at or below 1 / (L-1)! and ends above half of it; disagree otherwise.", _bound_tight),
+          "monotonically, stays at or below 1 / (L-1)! and ends above half of it; fail otherwise.", _bound_tight, CHECK),
     Claim("exponent_rise", "The relay model reproduces the rise of the local exponent towards 1 seen in untrained networks",
           "local exponent rises with t", ("untrained_vs_relay",),
           "Per layer >= 2 of an untrained network, the mean local exponent over the last quarter of the log-t bins "
           "against the first quarter, and the relay model's last against its first. Agree if both rise in every layer; "
           "disagree otherwise.", _exponent_rise),
+    Claim("llm_exponent_rise", "The relay model reproduces the rise of the local exponent towards 1 seen in untrained "
+          "networks (SmolLM2's config at its stated initialisation)", "local exponent rises with t", ("real_model",),
+          "Layers 2, L/2 and L (chosen beforehand) of SmolLM2's config at its stated initialisation, every seed's pairs "
+          "pooled: the mean local exponent over the last quarter of the log-t bins against the first quarter, and the "
+          "relay model's at the same P and depth. Agree if both rise in every one of these layers; disagree otherwise.",
+          _llm_exponent_rise),
     Claim("no_bias_trained", "Without the logit bias, trained models forget (last layer, last step)", "alpha 0.55 to 0.7",
           ("logit_bias",), "The model trained without the bias, at the last measured step, alpha on t in [32, C - P] "
-          f"inside its training context C. {_RANGE} [0.55, 0.7].",
+          f"inside its training context C. {_RANGE} [0.55, 0.7]. " + _TRAINED,
           _bias_last_step("no_bias", lambda f: _overlaps(f, 0.55, 0.7))),
     Claim("bias_stops_decay", "Cancelling dilution with a logit bias stops the decay early in training", "alpha ~ 0",
           ("logit_bias",), "The same model trained with and without the bias (same seed, same pairs), alpha on t in "
@@ -765,40 +983,59 @@ CLAIMS = (
           "not measured if the premise fails or no step that early was measured.", _bias_stops),
     Claim("bias_reverses", "With the logit bias the decay reverses later in training (offsets grow)", "alpha < 0",
           ("logit_bias",), "The model trained with the bias, at the last measured step, alpha on t in [32, C - P]. Agree "
-          "if its interval lies entirely below 0, disagree otherwise.",
+          "if its interval lies entirely below 0, disagree otherwise. " + _TRAINED,
           _bias_last_step("bias", lambda f: _interval(f) is not None and _interval(f)[1] < 0)),
-    Claim("dilution_sufficient", "Dilution is sufficient: networks whose attention only dilutes forget",
+    Claim("dilution_sufficient", "Dilution is sufficient for the forgetting (untrained networks and the solvable model)",
+          "alpha > 0 without training", (), "Not measured: the project's test zeroes every query so that attention "
+          "only dilutes, and there a positive alpha follows by arithmetic (shares exactly P / (P + t)); it is the check "
+          "dilution_sufficient_check. A test on models whose attention is not forced to dilute is not built.",
+          _proved("dilution_sufficient_check", "with attention forced to dilute, forgetting follows by arithmetic")),
+    Claim("dilution_sufficient_check", "Networks whose attention only dilutes forget (queries zeroed: an identity)",
           "alpha > 0 without training", ("dilution",),
           "Small untrained networks with every query projection zeroed, so every attention logit is exactly 0 and "
           "the prompt's share of attention is exactly P / (P + t): dilution is the only thing in attention that "
           "changes with t. Alpha per layer on t in [32, T] at every depth, the interval over seeds, then pairs. "
           "Agree if every layer's interval lies above 0; disagree if any reaches 0 or below; not measured if a layer "
-          "cannot be fitted. The relay model's alpha on the same windows is reported beside.", _sufficient),
+          "cannot be fitted. The relay model's alpha on the same windows is reported beside.", _sufficient, CHECK),
     Claim("dilution_necessary", "Dilution is necessary: cancelling it with the logit bias stops the forgetting",
-          "alpha ~ 0 with the bias", ("dilution",),
+          "alpha ~ 0 with the bias", (), "The paper's evidence is training with the bias (the rows bias_stops_decay and "
+          "bias_reverses); the project's uniform-attention test holds by arithmetic (the check dilution_necessary_check). "
+          "A test on the trained real model with the bias added at inference is not built yet.",
+          _proved("dilution_necessary_check", "on uniform attention the bias holds the prompt's share fixed by construction")),
+    Claim("dilution_necessary_check", "With attention forced to dilute, the dilution-cancelling bias stops the "
+          "forgetting (an identity)", "alpha ~ 0 with the bias", ("dilution",),
           "The same networks (same parameters, seeds and pairs) with the dilution-cancelling bias gamma log(i / P) on "
           "the prompt keys, which holds the prompt's share of attention near 1/2. Agree if in every layer the biased "
           f"alpha's interval contains 0 or ends below {NEAR_ZERO} and the interval of alpha without minus with the "
-          "bias lies above 0; disagree if any layer fails either; not measured if a layer cannot be fitted.", _necessary),
+          "bias lies above 0; fail if any layer fails either; not measured if a layer cannot be fitted.", _necessary, CHECK),
     Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
           "(last layer, difference above 0 at each step in depth)", "alpha falls with depth L", ("depth_length_sweep",),
           "At every prompt length, the last layer's alpha of untrained models of neighbouring depths, shallower minus "
           "deeper, with one interval of the difference (seeds, then pairs, resampled). Agree if every such interval "
           "lies above 0; disagree if any reaches 0 or below; not measured if a difference cannot be fitted.", _depth),
     Claim("ff_consensus", "A feed-forward control steers the tokens arbitrarily close to consensus whatever Q, K, V are",
-          "every (Q, K, V)", ("consensus", "control_threshold"),
+          "every (Q, K, V)", (), "A theorem of the second paper; its simulation at the gain from which the proof "
+          "guarantees eps is the check ff_consensus_check. No measurement of a model can contradict it.",
+          _proved("ff_consensus_check", "a theorem, simulated where the proof guarantees it")),
+    Claim("ff_consensus_check", "Consensus under the control at the gains the proof covers (random and adversarial "
+          "(Q, K, V))", "every (Q, K, V)", ("consensus", "control_threshold"),
           "Tokens on the sphere under the consensus control: random (Q, K, V) draws at the profile's gain, and (Q, K, V) "
           "found by gradient ascent on the diameter through the simulation (worst cases) at the gain 2 / eps ||V|| from "
           "which the theory guarantees eps. Agree if every random and every adversarial draw ends with a diameter below "
-          "eps; disagree if any does not.", _consensus),
-    Claim("ff_clusters", "The control result extends to convergence to several clusters", "every (Q, K, V)",
-          ("consensus",), "As consensus (random draws only), with a control towards k chosen targets; the control knows "
+          "eps; fail if any does not.", _consensus, CHECK),
+    Claim("ff_clusters", "The control result extends to convergence to several clusters", "every (Q, K, V)", (),
+          "A theorem; simulated as the check ff_clusters_check.", _proved("ff_clusters_check", "a theorem")),
+    Claim("ff_clusters_check", "The cluster control reaches its targets (random (Q, K, V), gain 40 ||V||)",
+          "every (Q, K, V)", ("consensus",), "As consensus (random draws only), with a control towards k chosen targets; the control knows "
           "each token's index, which assigns its target (side information a feed-forward layer has only through "
           "positions). Agree if every controlled draw ends within eps of its assigned target; disagree otherwise.",
-          _clusters),
-    Claim("ff_multihead", "The control result extends to multi-head attention", "every (Q, K, V)", ("consensus",),
+          _clusters, CHECK),
+    Claim("ff_multihead", "The control result extends to multi-head attention", "every (Q, K, V)", (),
+          "A theorem; simulated as the check ff_multihead_check.", _proved("ff_multihead_check", "a theorem")),
+    Claim("ff_multihead_check", "The control reaches consensus with several heads (random (Q, K, V), gain 40 ||V||)",
+          "every (Q, K, V)", ("consensus",),
           "As consensus (random draws only), with several attention heads. Agree if every controlled draw reaches "
-          "consensus; disagree otherwise.", _multihead),
+          "consensus; fail otherwise.", _multihead, CHECK),
     Claim("ff_threshold", "Consensus shows a threshold in the control gain (theory: gain > ||V|| suffices)",
           "threshold at gain ~ ||V||", ("control_threshold",),
           "Final diameter against the control gain r (units of ||V||), for random draws and for (Q, K, V) found by "
@@ -812,8 +1049,8 @@ CLAIMS = (
     Claim("contrast_window_reach", "(This project) Beyond a sliding window W the prompt reaches a layer-l state only "
           "through relay, from at most l (W - 1) positions back", OWN, ("architecture_contrasts",),
           "Every layer l of every window variant, at init (every seed) and after training: the offset is exactly 0, bit "
-          "for bit, at every t > l (W - 1). Agree if so; disagree if any offset beyond the reach is above 0.",
-          _contrast_window),
+          "for bit, at every t > l (W - 1). Pass if so; fail if any offset beyond the reach is above 0 (an exact "
+          "receptive-field identity: a check).", _contrast_window, CHECK),
     Claim("contrast_alibi_faster", "(This project) ALiBi shortens the prompt's influence against RoPE (the prompt's "
           "share of attention falls exponentially with distance instead of diluting as 1/t)", OWN,
           ("architecture_contrasts",),
@@ -830,8 +1067,9 @@ CLAIMS = (
           "finite offsets' exponent (SmolLM2-135M-Instruct, last layer)", OWN, ("linear_response",),
           "On the same held-out text pairs: alpha of the Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) "
           "minus alpha of the finite offsets, fitted on one common window above the finite offsets' noise floor, one "
-          "bootstrap interval (both sides resampled independently). Agree if the interval contains 0; disagree if it "
-          "excludes 0; not measured if the difference is refused.", _jacobian_is_finite),
+          f"t-interval (both sides resampled independently). Equivalence, margin {EQUIVALENCE_MARGIN}: agree if the "
+          "interval lies inside it, disagree if wholly outside, otherwise (or if the difference is refused) not "
+          "measured.", _jacobian_is_finite),
     Claim("jacobian_trained_range", "(Related work) The Jacobian's token influence in trained language models decays "
           "as t^-alpha with alpha about 0.7 to 0.9 (SmolLM2-135M-Instruct, last layer)", f"{RELATED}: alpha 0.7 to 0.9",
           ("linear_response",),
@@ -842,8 +1080,9 @@ CLAIMS = (
     Claim("jacobian_absent_at_init", "(Related work) At random initialisation the Jacobian's token influence does not "
           "decay (SmolLM2's config, last layer)", f"{RELATED}: no decay at random init", ("linear_response",),
           "The same Jacobian norm on fresh parameters of SmolLM2's config, several seeds (interval over seeds, then "
-          "pairs). Agree if the interval reaches 0 or below (no decay detected); disagree if it lies above 0; not "
-          "measured if it cannot be fitted.", _jacobian_alpha("SmolLM2 init", _no_decay)),
+          f"pairs). Equivalence with no decay, margin {EQUIVALENCE_MARGIN}: agree if alpha's interval lies inside "
+          "it, disagree if wholly outside, otherwise (or if it cannot be fitted) not measured.",
+          _jacobian_no_decay("SmolLM2 init")),
     Claim("sink_first_token", "(This project) SmolLM2's first token is an attention sink, which training made: it "
           f"takes more than {SINK_FACTOR} times its dilution share in most layers, and not at initialisation", OWN,
           ("sinks",),
@@ -855,8 +1094,8 @@ CLAIMS = (
           "prompt is forgotten (SmolLM2-135M-Instruct, last layer)", OWN, ("sinks",),
           "The real model's held-out text pairs measured as cut and with prompt b's first token set to prompt a's: the "
           "last layer's alpha(shared) minus alpha(different) on a common window above both noise floors, one interval. "
-          "Agree if the interval contains 0; disagree if it excludes 0; not measured if the difference is refused.",
-          _sink_shared),
+          f"Equivalence, margin {EQUIVALENCE_MARGIN}: agree if the interval lies inside it, disagree if wholly "
+          "outside, otherwise (or if the difference is refused) not measured.", _sink_shared),
 )
 
 
@@ -867,7 +1106,7 @@ def part_claims_text(part: str, summary: dict) -> str:
 
 
 def judge_claims(summaries: dict) -> list[dict]:
-    """The claims table: one dict per claim with id, claim, paper_value, criterion, measured, interval,
+    """The claims table: one dict per claim (and check) with id, kind, claim, paper_value, criterion, measured, interval,
     verdict, evidence and parts."""
     rows = []
     for claim in CLAIMS:
@@ -877,7 +1116,7 @@ def judge_claims(summaries: dict) -> list[dict]:
             judged = _unmeasured("the part did not run")
         if judged.verdict not in VERDICTS:
             raise ValueError(f"claim {claim.id}: verdict {judged.verdict!r} is not one of {VERDICTS}")
-        rows.append(dict(id=claim.id, claim=claim.claim, paper_value=claim.paper_value, criterion=claim.criterion,
+        rows.append(dict(id=claim.id, kind=claim.kind, claim=claim.claim, paper_value=claim.paper_value, criterion=claim.criterion,
                          measured=judged.measured, interval=judged.interval, verdict=judged.verdict,
                          evidence=judged.evidence, parts=list(claim.parts)))
     return rows

@@ -155,7 +155,7 @@ def _fits_table(summary: dict) -> str:
     fits = [fit_from_dict(fit) for fit in summary["fits"]]
     confidence = next((fit.confidence for fit in fits if isinstance(fit, PowerLawFit)), 0.95)
     lines = [
-        f"\nalpha per layer (fit window and {confidence:.0%} bootstrap interval over pairs)",
+        f"\nalpha per layer (fit window and {confidence:.0%} t-interval over pairs, bootstrap standard error)",
         f"{'layer':>5}  {'alpha':>6}  {'interval':>16}  {'R^2':>6}  {'window t':>12}  {'floor at t':>10}",
     ]
     for layer, fit in enumerate(fits, start=1):

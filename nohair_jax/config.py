@@ -101,6 +101,9 @@ class TransformerConfig:
     qkv_bias: bool | None = None  # None: same as `bias` (Qwen2 has bias=False, qkv_bias=True)
     dtype: str = "float32"  # parameter dtype; the forward computes in the parameters' dtype
     init_std: float = 0.02
+    # GPT-2's init: the projections that write into the residual stream get init_std / sqrt(2 n_layers).
+    # False: every weight matrix N(0, init_std), as transformers' Llama-family init (`initializer_range`).
+    scaled_residual_init: bool = True
     prompt_logit_bias: PromptLogitBias | None = None
     # Mistral's sliding window: a query at i reads the keys j with i - window < j <= i; None: all j <= i.
     sliding_window: int | None = None
@@ -131,8 +134,9 @@ class TransformerConfig:
             raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.kv_heads}")
         if self.position == "rope" and self.head_dim % 2:
             raise ValueError(f"rope needs an even head dimension, got {self.head_dim}")
-        if not isinstance(self.qk_norm, bool):
-            raise ValueError(f"TransformerConfig.qk_norm must be True or False, got {self.qk_norm!r}")
+        for name in ("qk_norm", "scaled_residual_init"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"TransformerConfig.{name} must be True or False, got {getattr(self, name)!r}")
         if isinstance(self.prompt_logit_bias, dict):  # from JSON
             object.__setattr__(self, "prompt_logit_bias", PromptLogitBias(**self.prompt_logit_bias))
         if isinstance(self.rope_scaling, dict):  # from JSON

@@ -27,8 +27,9 @@ regressed on ``log t_bin`` by ordinary least squares. Within a bin the average i
 same linear function of ``log t`` for a power law, so an exact power law is fitted exactly,
 whatever the bins hold. (The arithmetic mean of ``t^-alpha`` over a bin is not
 ``t_bin^-alpha``, and on an integer grid the mismatch differs from bin to bin, which would bias
-``alpha``.) The confidence interval of ``alpha`` is a percentile bootstrap over pairs, in the
-same window as the point fit.
+``alpha``.) The confidence interval of ``alpha`` is a Student-t interval whose standard error
+comes from a bootstrap over pairs in the same window as the point fit (``t_interval``; its
+coverage is checked by simulation in ``tests/test_coverage.py``).
 
 The noise floor
 ---------------
@@ -51,6 +52,7 @@ __all__ = [
     "FitRefused",
     "NoiseFloorError",
     "PowerLawFit",
+    "PowerLawTolerance",
     "alpha_table",
     "alphas",
     "fit_from_dict",
@@ -62,7 +64,10 @@ __all__ = [
     "local_exponent",
     "log_binned",
     "noise_floor_curve",
+    "power_law_tolerance",
     "summary_curve",
+    "t_interval",
+    "bonferroni",
 ]
 
 _SUMMARIES = ("mean", "geomean", "median")
@@ -93,8 +98,9 @@ class _BadValuesError(ValueError):
 class PowerLawFit:
     """Result of ``fit_power_law``: ``d(t) ~ prefactor * t**-alpha`` over ``t_range``.
 
-    alpha: decay exponent (dimensionless). ci: bootstrap interval of alpha over pairs at
-    ``confidence`` (over groups of pairs, then pairs, when ``n_groups`` is set), None for one
+    alpha: decay exponent (dimensionless). ci: t-interval of alpha at ``confidence``, its standard
+    error bootstrapped over pairs, ``n_pairs - 1`` degrees of freedom (``t_interval``; over groups of
+    pairs, then pairs, with ``n_groups - 1`` degrees of freedom when ``n_groups`` is set), None for one
     curve (or one pair) or ``n_boot = 0``: no interval exists. prefactor: in the units
     of ``d``. r2: of the log-log least squares on the ``n_bins`` binned points. t_range: first
     and last position actually used, after floor truncation. floor_t: first position
@@ -112,6 +118,7 @@ class PowerLawFit:
     summary: str
     confidence: float
     n_groups: int | None = None  # the hierarchical bootstrap's group count (seeds), None: over pairs only
+    dof: float | None = None  # the interval's degrees of freedom (``t_interval``), None without one
 
     def brief(self, spec: str = ".2f") -> str:
         """alpha and its interval, ``"0.52 [0.40, 0.61]"``; no brackets where there is no interval."""
@@ -138,8 +145,8 @@ class FitRefused:
         return {"error": self.reason}
 
 
-def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | DecayLawComparison | FitRefused:
-    """The result a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference``, ``DecayLawComparison`` or
+def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | PowerLawTolerance | FitRefused:
+    """The result a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference``, ``PowerLawTolerance`` or
     ``FitRefused`` was made from (read back from JSON); keys of a record that holds more than the
     result (the depths a difference is between, say) are left aside.
 
@@ -147,11 +154,13 @@ def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | DecayLawCompar
     that results of earlier runs (reused by ``nohair reproduce``) are judged alike."""
     if "error" in saved:
         return FitRefused(saved["error"])
-    if "aic" in saved:
-        return DecayLawComparison(**{**{name: saved[name] for name in DecayLawComparison.__dataclass_fields__},
-                                     "t_range": tuple(saved["t_range"])})
+    if "deviation" in saved:
+        plain = lambda ci: None if ci is None else tuple(ci)  # noqa: E731
+        return PowerLawTolerance(**{**{name: saved[name] for name in PowerLawTolerance.__dataclass_fields__},
+                                    "ci": plain(saved["ci"]), "holdout_ci": plain(saved["holdout_ci"]),
+                                    "t_range": tuple(saved["t_range"])})
     kind = AlphaDifference if "difference" in saved else PowerLawFit
-    values = {name: saved[name] for name in kind.__dataclass_fields__}
+    values = {name: saved.get(name) for name in kind.__dataclass_fields__}  # records before ``dof`` lack it: None
     ci = values["ci"]
     return kind(**{**values, "ci": None if ci is None or None in ci else tuple(ci), "t_range": tuple(values["t_range"])})
 
@@ -261,8 +270,8 @@ def fit_power_law(
     finite and ``> 0`` inside the window. t_max defaults to ``t[-1]``. floor: None, a scalar or
     ``[T]`` absolute noise level in the units of ``d``; the window then ends before the first
     ``t >= t_min`` where the summary curve is below ``floor_factor * floor``, and
-    ``NoiseFloorError`` is raised if fewer than ``min_bins`` bins remain. The bootstrap
-    resamples pairs ``n_boot`` times (``numpy.random.default_rng(seed)``) in the same window;
+    ``NoiseFloorError`` is raised if fewer than ``min_bins`` bins remain. The interval's standard
+    error (``t_interval``) comes from a bootstrap that resamples pairs ``n_boot`` times (``numpy.random.default_rng(seed)``) in the same window;
     with ``groups`` (int ``[n_pairs]``, a label per pair such as the seed of the model it was
     measured on) it resamples groups, then pairs within each (``bootstrap_indices``), so that the
     interval covers the variation between seeds as well as between pairs.
@@ -310,11 +319,12 @@ def fit_power_law(
     log_t_bin = _bin_mean(np.log(t_used), starts)
     slope, intercept, r2 = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d_used, summary)), starts))
 
-    ci = None
+    ci = dof = None
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:  # one pair has no interval, not [alpha, alpha]
         boot = _bootstrap_alphas(d_used, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed, groups))
-        lo, hi = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
-        ci = (float(lo), float(hi))
+        units = _units(d.shape[0], groups)
+        ci = t_interval(float(-slope), _standard_error(boot, units), units - 1, confidence)
+        dof = units - 1
 
     return PowerLawFit(
         alpha=float(-slope),
@@ -327,6 +337,7 @@ def fit_power_law(
         summary=summary,
         confidence=float(confidence),
         n_groups=None if groups is None else int(np.unique(groups).size),
+        dof=None if dof is None else float(dof),
     )
 
 
@@ -363,10 +374,62 @@ def _bootstrap_alphas(d_used, log_t_bin, starts, summary, resamples) -> np.ndarr
     return -slopes
 
 
+def _units(n_pairs: int, groups) -> int:
+    """The independent units an interval's degrees of freedom count: the groups (seeds) where there
+    are several, else the pairs (one group's hierarchical bootstrap resamples its pairs)."""
+    n_groups = 1 if groups is None else int(np.unique(groups).size)
+    return n_groups if n_groups > 1 else n_pairs
+
+
+def _standard_error(replicates: np.ndarray, units: int) -> float:
+    """The standard error of a statistic from its bootstrap replicates over ``units`` resampled
+    units (pairs, or groups in a hierarchical bootstrap), scaled by ``sqrt(units / (units - 1))``:
+    the bootstrap's variance of a mean is the plug-in ``(units - 1) / units`` of the unbiased one."""
+    return float(np.std(replicates, ddof=1) * np.sqrt(units / max(units - 1, 1)))
+
+
+def _welch_dof(se: list[float], dof: list[int]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference of two independent estimates."""
+    total = sum(s**2 for s in se) ** 2
+    parts = sum(s**4 / max(k, 1) for s, k in zip(se, dof))
+    return float(total / parts) if parts > 0 else float(sum(dof))
+
+
+def bonferroni(ci: tuple[float, float] | None, dof: float | None, statements: int,
+               confidence: float = 0.95) -> tuple[float, float] | None:
+    """A ``t_interval`` at ``confidence`` widened so that ``statements`` of them hold at once with that
+    confidence (Bonferroni: each at ``1 - (1 - confidence) / statements``), for a row that tests
+    every layer; None where there is no interval or no degrees of freedom to widen it by."""
+    if ci is None or dof is None:
+        return None
+    from scipy.stats import t as student_t
+
+    centre, half = (ci[0] + ci[1]) / 2, (ci[1] - ci[0]) / 2
+    widen = student_t.ppf(1 - (1 - confidence) / (2 * statements), dof) / student_t.ppf((1 + confidence) / 2, dof)
+    return (float(centre - half * widen), float(centre + half * widen))
+
+
+def t_interval(estimate: float, standard_error: float, dof: float, confidence: float = 0.95) -> tuple[float, float]:
+    """``estimate -+ q * standard_error``, ``q`` the Student-t quantile at ``(1 + confidence) / 2`` with
+    ``dof`` degrees of freedom (``dof`` = units - 1: pairs, or seeds in a hierarchical bootstrap).
+
+    The intervals of this module are built so (docs/definitions.md#intervals): a percentile bootstrap
+    over 8 pairs covers well under its nominal level, while this interval's coverage at the sample
+    sizes the project uses is checked by simulation in ``tests/test_coverage.py``.
+    """
+    from scipy.stats import t as student_t
+
+    _check_confidence(confidence)
+    if not dof > 0:
+        raise ValueError(f"a t-interval needs dof > 0 (at least two units), got dof = {dof!r}")
+    q = float(student_t.ppf((1 + confidence) / 2, dof))
+    return (float(estimate - q * standard_error), float(estimate + q * standard_error))
+
+
 @dataclasses.dataclass(frozen=True)
 class AlphaDifference:
-    """Result of ``alpha_difference``: ``alpha_a - alpha_b`` on one window ``t_range``, its bootstrap
-    interval ``ci`` at ``confidence`` (a and b resampled independently; None for ``n_boot = 0``),
+    """Result of ``alpha_difference``: ``alpha_a - alpha_b`` on one window ``t_range``, its t-interval
+    ``ci`` at ``confidence`` (a and b resampled independently; None for ``n_boot = 0``),
     and both alphas."""
 
     difference: float
@@ -375,6 +438,7 @@ class AlphaDifference:
     alpha_b: float
     t_range: tuple[int, int]
     confidence: float
+    dof: float | None = None  # the interval's degrees of freedom (Welch-Satterthwaite), None without one
 
     def brief(self, spec: str = "+.2f") -> str:
         """The difference and its interval, ``"+0.12 [+0.03, +0.20]"`` (``PowerLawFit.brief``'s counterpart)."""
@@ -383,7 +447,7 @@ class AlphaDifference:
     def to_dict(self) -> dict:
         ci = None if self.ci is None else list(self.ci)
         return dict(difference=self.difference, ci=ci, alpha_a=self.alpha_a, alpha_b=self.alpha_b,
-                    t_range=list(self.t_range), confidence=self.confidence)
+                    t_range=list(self.t_range), confidence=self.confidence, dof=self.dof)
 
 
 def alpha_difference(
@@ -394,9 +458,9 @@ def alpha_difference(
 
     Each set is fitted as ``fit_power_law`` would (floors, groups); the window is ``[t_min, t_end]``
     with ``t_end`` the earlier of the two windows' ends, so both alphas are measured on the same
-    positions. The interval is the percentile interval of the difference over ``n_boot``
-    independent resamples of each set (hierarchical where groups are given): a comparison of two
-    conditions as one interval, not two.
+    positions. The interval is a t-interval of the difference (``t_interval``): each side's standard
+    error from ``n_boot`` independent resamples of its set (hierarchical where groups are given),
+    Welch-Satterthwaite degrees of freedom; a comparison of two conditions as one interval, not two.
     """
     _check_confidence(confidence)
     common = dict(t_min=t_min, t_max=t_max, bins_per_decade=bins_per_decade, summary=summary, n_boot=0)
@@ -415,9 +479,14 @@ def alpha_difference(
         slope, _, _ = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d, summary)), starts))
         fitted.append(float(-slope))
         boots.append(_bootstrap_alphas(d, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed + k, groups)))
-    ci = None if n_boot == 0 else tuple(float(q) for q in np.quantile(boots[0] - boots[1], [(1 - confidence) / 2, (1 + confidence) / 2]))
+    ci = dof = None
+    if n_boot > 0:
+        units = [_units(np.asarray(d).shape[0], g) for d, g in ((d_a, groups_a), (d_b, groups_b))]
+        se = [_standard_error(b, n) for b, n in zip(boots, units)]
+        dof = _welch_dof(se, [n - 1 for n in units])
+        ci = t_interval(fitted[0] - fitted[1], float(np.hypot(*se)), dof, confidence)
     return AlphaDifference(difference=fitted[0] - fitted[1], ci=ci, alpha_a=fitted[0], alpha_b=fitted[1],
-                           t_range=(_py(t[window][0]), _py(t_end)), confidence=float(confidence))
+                           t_range=(_py(t[window][0]), _py(t_end)), confidence=float(confidence), dof=dof)
 
 
 DECAY_LAWS = ("power", "log_power", "exponential", "stretched_exp")
@@ -425,42 +494,61 @@ _STRETCH_GRID = np.linspace(0.02, 1.0, 50)
 
 
 @dataclasses.dataclass(frozen=True)
-class DecayLawComparison:
-    """Result of ``compare_decay_laws``: which law describes a binned offset curve best.
+class PowerLawTolerance:
+    """Result of ``power_law_tolerance``: how far a curve is from a power law on one window.
 
-    aic: law -> Akaike information criterion ``n log(RSS / n) + 2 k`` of its least-squares fit to
-    the log of the log-binned summary curve (``n`` bins, ``k`` parameters). best: the law of lowest
-    AIC. power_gap: AIC(power) - AIC(best), >= 0 (0 when the power law is best; above 2, an
-    alternative is clearly better). params: each law's fitted parameters. local_exponent_drift:
-    the local exponent ``-d log d / d log t`` at the window's last bin minus at its first.
+    deviation: the largest ``|log residual|`` of the best power law over the bins of the log-binned
+    summary curve (natural log: 0.10 is about 10 %); ci: its t-interval over pairs. holdout: the
+    largest ``|log residual|`` on the window's second half (in ``log t``) of the power law fitted to
+    its first half, a prediction; holdout_ci: its interval. Intervals: ``t_interval`` with a
+    bootstrap standard error, None for one curve. alpha: the best power law's exponent. decades:
+    ``log10(t_end / t_start)`` of the window. cv_error: law (``DECAY_LAWS`` and every reference
+    shape given) -> root-mean-square log error of the law fitted to one half of the pairs against
+    the binned mean curve of the other half (even against odd pairs, both ways); None with fewer
+    than 4 curves.
     """
 
-    aic: dict
-    best: str
-    power_gap: float
-    params: dict
+    deviation: float
+    ci: tuple[float, float] | None
+    holdout: float
+    holdout_ci: tuple[float, float] | None
+    alpha: float
+    decades: float
     t_range: tuple[int, int]
     n_bins: int
-    local_exponent_drift: float
+    cv_error: dict | None
+
+    def within(self, tolerance: float) -> bool | None:
+        """True when both intervals' upper ends (the values themselves without intervals) are at most
+        ``tolerance``, False when either lower end is above it, None when an interval straddles it."""
+        hi = [self.deviation if self.ci is None else self.ci[1], self.holdout if self.holdout_ci is None else self.holdout_ci[1]]
+        lo = [self.deviation if self.ci is None else self.ci[0], self.holdout if self.holdout_ci is None else self.holdout_ci[0]]
+        if max(hi) <= tolerance:
+            return True
+        return False if max(lo) > tolerance else None
 
     def to_dict(self) -> dict:
-        return dict(aic=self.aic, best=self.best, power_gap=self.power_gap, params=self.params,
-                    t_range=list(self.t_range), n_bins=self.n_bins, local_exponent_drift=self.local_exponent_drift)
+        plain = lambda ci: None if ci is None else list(ci)  # noqa: E731
+        return dict(deviation=self.deviation, ci=plain(self.ci), holdout=self.holdout, holdout_ci=plain(self.holdout_ci),
+                    alpha=self.alpha, decades=self.decades, t_range=list(self.t_range), n_bins=self.n_bins,
+                    cv_error=self.cv_error)
 
 
-def compare_decay_laws(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summary="mean", shapes=None) -> DecayLawComparison:
-    """Hold ``d(t) ~ t^-alpha`` against the alternatives the theory names, on one window.
+def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summary="mean", n_boot=1000,
+                        confidence=0.95, seed=0, groups=None, shapes=None) -> PowerLawTolerance:
+    """How closely ``d(t)`` follows its best power law on ``[t_min, t_max]``: "approximately a power
+    law" judged at a stated tolerance (``PowerLawTolerance.within``), not by which law fits best.
 
-    The laws, fitted by least squares to ``log`` of the summary curve averaged in log bins (as
-    ``fit_power_law`` bins it), with their parameter counts: ``power`` ``c t^-alpha`` (2);
-    ``log_power`` ``c (log t)^k / t``, the bound's shape (2); ``exponential`` ``c e^(-a t)`` (2);
-    ``stretched_exp`` ``c e^(-a t^beta)``, beta on a grid in (0, 1] (3); and for every
-    ``shapes[name]`` (a reference curve ``[T]`` such as the relay model's offsets) ``c * shape`` (1).
-    Compared by AIC on the binned points. t: ``[T]``; d: ``[n_pairs, T]`` or ``[T]``, positive in
-    the window; ``t_min >= 2`` (``log t`` must be positive for the log-power law).
+    t: ``[T]``; d: ``[n_pairs, T]`` or ``[T]``, positive in the window; binned as ``fit_power_law``
+    bins (at least 6 bins). The deviations shrink, not grow, as pairs are added to a curve that is a
+    power law within the tolerance, so more data never turns "within" into "beyond". Intervals as
+    ``fit_power_law``'s (``groups`` for a hierarchical bootstrap). ``shapes``: name -> reference curve
+    ``[T]`` (the relay model's offsets) added to the alternatives of ``cv_error`` as ``c * shape``;
+    ``t_min >= 2`` (the log-power law needs ``log t > 0``).
     """
     t, d = _check_curves(t, d)
     _check_summary(summary)
+    _check_confidence(confidence)
     t_max = t[-1] if t_max is None else t_max
     _check_window(t, t_min, t_max)
     if t_min < 2:
@@ -469,38 +557,67 @@ def compare_decay_laws(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summary
     _check_values(t, d, window, lambda x: np.isfinite(x) & (x > 0), "non-positive or non-finite")
     t_used = t[window]
     _, starts = _log_bins(t_used, t_min, t_used[-1], bins_per_decade)
-    n = len(starts)
-    if n < 5:
-        raise _BadWindowError(f"window t in [{_py(t_used[0])}, {_py(t_used[-1])}] holds {n} bins; 5 or more are needed")
+    if len(starts) < 6:
+        raise _BadWindowError(f"window t in [{_py(t_used[0])}, {_py(t_used[-1])}] holds {len(starts)} bins; 6 or more are needed")
     x = _bin_mean(np.log(t_used), starts)  # log t per bin
-    y = _bin_mean(np.log(summary_curve(d[..., window], summary)), starts)
-    t_bin = np.exp(x)
+    first = x <= (x[0] + x[-1]) / 2
+    d_used = d[..., window]
+
+    def deviations(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Largest |log residual| over the window, and on its second half predicted from its first:
+        each ``[...]`` for binned log curves ``[..., n_bins]``."""
+        slope, intercept, _ = _ols_loglog(x, curves)
+        whole = np.abs(curves - slope[..., None] * x - intercept[..., None]).max(-1)
+        slope, intercept, _ = _ols_loglog(x[first], curves[..., first])
+        ahead = np.abs(curves[..., ~first] - slope[..., None] * x[~first] - intercept[..., None]).max(-1)
+        return whole, ahead
+
+    y = _bin_mean(np.log(summary_curve(d_used, summary)), starts)
+    deviation, holdout = (float(v) for v in deviations(y))
+    ci = holdout_ci = None
+    if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:
+        resamples = bootstrap_indices(d.shape[0], n_boot, seed, groups)
+        chunk = max(1, _BOOT_CHUNK_ELEMENTS // d_used.size)
+        boot = np.concatenate([np.stack(deviations(_bin_mean(np.log(summary_curve(d_used[idx], summary)), starts)), -1)
+                               for idx in np.split(resamples, range(chunk, len(resamples), chunk))])
+        units = _units(d.shape[0], groups)
+        ci, holdout_ci = (t_interval(v, _standard_error(boot[:, k], units), units - 1, confidence)
+                          for k, v in enumerate((deviation, holdout)))
+    cv_error = None
+    if d.ndim == 2 and d.shape[0] >= 4:
+        binned = {name: _bin_mean(np.log(np.asarray(shape, dtype=np.float64)[window]), starts)
+                  for name, shape in (shapes or {}).items()}
+        halves = [_bin_mean(np.log(summary_curve(d_used[k::2], summary)), starts) for k in (0, 1)]
+        errors = [{law: float(np.sqrt(np.mean((pred - held) ** 2))) for law, pred in _decay_law_fits(x, fitted, binned).items()}
+                  for fitted, held in ((halves[0], halves[1]), (halves[1], halves[0]))]
+        cv_error = {law: (errors[0][law] + errors[1][law]) / 2 for law in errors[0]}
+    slope, _, _ = _ols_loglog(x, y)
+    return PowerLawTolerance(
+        deviation=deviation, ci=ci, holdout=holdout, holdout_ci=holdout_ci, alpha=float(-slope),
+        decades=float(np.log10(t_used[-1] / t_used[0])), t_range=(_py(t_used[0]), _py(t_used[-1])),
+        n_bins=len(starts), cv_error=cv_error,
+    )
+
+
+def _decay_law_fits(x: np.ndarray, y: np.ndarray, shapes: dict) -> dict:
+    """Each law of ``DECAY_LAWS`` (and ``c * shape`` for every binned log ``shapes[name]``) fitted by
+    least squares to the binned log curve ``y [n]`` at ``x = log t [n]``: law -> its fitted log curve.
+
+    ``power`` ``c t^-alpha``; ``log_power`` ``c (log t)^k / t`` (the bound's shape); ``exponential``
+    ``c e^(-a t)``; ``stretched_exp`` ``c e^(-a t^beta)``, beta on a grid in (0, 1]."""
+    ones, t_bin = np.ones_like(x), np.exp(x)
 
     def linear(features: list[np.ndarray], target: np.ndarray) -> tuple[float, np.ndarray]:
         design = np.stack(features, axis=1)
         coef, *_ = np.linalg.lstsq(design, target, rcond=None)
-        return float(np.sum((design @ coef - target) ** 2)), coef
+        fitted = design @ coef
+        return float(np.sum((fitted - target) ** 2)), fitted
 
-    ones = np.ones(n)
-    fits = {
-        "power": (2, *linear([ones, -x], y)),
-        "log_power": (2, *linear([ones, np.log(x)], y + x)),
-        "exponential": (2, *linear([ones, -t_bin], y)),
-    }
-    stretched = min((linear([ones, -t_bin**beta], y) + (beta,) for beta in _STRETCH_GRID), key=lambda r: r[0])
-    fits["stretched_exp"] = (3, stretched[0], np.append(stretched[1], stretched[2]))
-    for name, shape in (shapes or {}).items():
-        shape = np.asarray(shape, dtype=np.float64)
-        _check_last_axis(t, shape, name)
-        reference = _bin_mean(np.log(shape[window]), starts)
-        fits[name] = (1, *linear([ones], y - reference))
-    aic = {name: float(n * np.log(max(rss, 1e-300) / n) + 2 * k) for name, (k, rss, _) in fits.items()}
-    best = min(aic, key=aic.get)
-    slopes = -np.diff(y) / np.diff(x)
-    return DecayLawComparison(
-        aic=aic, best=best, power_gap=aic["power"] - aic[best], params={k: v[2].tolist() for k, v in fits.items()},
-        t_range=(_py(t_used[0]), _py(t_used[-1])), n_bins=n, local_exponent_drift=float(slopes[-1] - slopes[0]),
-    )
+    fits = {"power": linear([ones, -x], y)[1], "log_power": linear([ones, np.log(x)], y + x)[1] - x,
+            "exponential": linear([ones, -t_bin], y)[1],
+            "stretched_exp": min((linear([ones, -t_bin**beta], y) for beta in _STRETCH_GRID), key=lambda r: r[0])[1]}
+    fits.update({name: linear([ones], y - shape)[1] + shape for name, shape in shapes.items()})
+    return fits
 
 
 def local_exponent(t, d, *, bins_per_decade=8, summary="mean", t_min=1, t_max=None) -> tuple[np.ndarray, np.ndarray]:

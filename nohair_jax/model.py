@@ -108,6 +108,13 @@ class Embedding(nnx.Module):
         return jnp.take(self.embedding[...], ids, axis=0)
 
 
+def _initializers(cfg: TransformerConfig):
+    """(init, out_init): N(0, init_std) for weight matrices, and for the projections that write into
+    the residual stream N(0, init_std / sqrt(2 n_layers)) where ``scaled_residual_init`` (GPT-2's)."""
+    scale = math.sqrt(2 * cfg.n_layers) if cfg.scaled_residual_init else 1.0
+    return nnx.initializers.normal(cfg.init_std), nnx.initializers.normal(cfg.init_std / scale)
+
+
 def scale_rope_frequencies(inv_freq: jax.Array, scaling: RopeScaling) -> jax.Array:
     """inv_freq [head_dim / 2] -> the same frequencies under ``scaling`` (see ``RopeScaling``)."""
     if scaling.kind == "linear":
@@ -166,9 +173,7 @@ class Attention(nnx.Module):
         self.cfg = cfg
         self.implementation = "auto"
         self.block_size = DEFAULT_BLOCK
-        init = nnx.initializers.normal(cfg.init_std)
-        # GPT-2's scaling of the projections that write into the residual stream.
-        out_init = nnx.initializers.normal(cfg.init_std / math.sqrt(2 * cfg.n_layers))
+        init, out_init = _initializers(cfg)
         qkv_bias = cfg.bias if cfg.qkv_bias is None else cfg.qkv_bias
         d, hd = cfg.d_model, cfg.head_dim
         linear = dict(param_dtype=cfg.dtype, rngs=rngs)
@@ -230,8 +235,7 @@ class MLP(nnx.Module):
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
         self.kind = cfg.mlp
         self.row_chunk = "auto"
-        init = nnx.initializers.normal(cfg.init_std)
-        out_init = nnx.initializers.normal(cfg.init_std / math.sqrt(2 * cfg.n_layers))
+        init, out_init = _initializers(cfg)
         linear = dict(use_bias=cfg.bias, param_dtype=cfg.dtype, rngs=rngs)
         self.up = nnx.Linear(cfg.d_model, cfg.mlp_width, kernel_init=init, **linear)
         self.gate = nnx.Linear(cfg.d_model, cfg.mlp_width, kernel_init=init, **linear) if cfg.mlp == "swiglu" else None

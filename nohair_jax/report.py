@@ -1,6 +1,7 @@
-"""The reproduction's report: the claims table judged from the parts' summaries, written as
-``claims.json`` (for programs, with each verdict's numbers), ``report.md`` and ``report.html`` (the
-figures embedded, so the one file can be sent to a reviewer)."""
+"""The reproduction's report: the claims table judged from the parts' summaries, then the checks
+table (identities and implementation tests: pass or fail, never counted as agreement), written as
+``claims.json`` (for programs, with each row's kind and numbers), ``report.md`` and ``report.html``
+(the figures embedded, so the one file can be sent to a reviewer)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import base64
 import html
 from pathlib import Path
 
-from nohair_jax.claims import NOT_MEASURED, VERDICTS, judge_claims
+from nohair_jax.claims import CHECK, CLAIM, NOT_MEASURED, VERDICTS, judge_claims
+
+_CHECK_RESULT = {"agree": "pass", "disagree": "fail", NOT_MEASURED: NOT_MEASURED}  # a check passes, never "agrees"
 from nohair_jax.results import atomic_path, save_json
 
 
@@ -24,15 +27,27 @@ def _with_figures(claims: list[dict], parts, out: Path) -> list[dict]:
                              if (out / name / f).exists()]) for c in claims]
 
 
+def _shown(row: dict) -> str:
+    """The verdict as the report shows it: a check's "pass" or "fail"."""
+    return _CHECK_RESULT[row["verdict"]] if row["kind"] == CHECK else row["verdict"]
+
+
+_TABLES = ((CLAIM, "Claims", "claim", "paper"), (CHECK, "Checks of the implementation and the derivations", "check",
+                                                  "expected"))
+
+
 def _markdown(claims: list[dict], sections: list[dict], header: str) -> str:
-    lines = [header, "", "| claim | paper | measured here | interval | verdict |", "|---|---|---|---|---|"]
-    for c in claims:
-        cells = [c["claim"], c["paper_value"], c["measured"], _interval_text(c["interval"]), f"**{c['verdict']}**"]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    lines += ["", "## How each claim is judged", ""]
+    lines = [header]
+    for kind, title, what, value in _TABLES:
+        lines += ["", f"## {title}", "", f"| {what} | {value} | measured here | interval | {'verdict' if kind == CLAIM else 'result'} |",
+                  "|---|---|---|---|---|"]
+        for c in (c for c in claims if c["kind"] == kind):
+            cells = [c["claim"], c["paper_value"], c["measured"], _interval_text(c["interval"]), f"**{_shown(c)}**"]
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    lines += ["", "## How each claim and check is judged", ""]
     for c in claims:
         shown = ", ".join(f"[{f}]({f})" for f in c["figures"]) or "no figure"
-        lines.append(f"- **{c['id']}** ({c['verdict']}): {c['criterion']} Evidence: `claims.json`, {shown}.")
+        lines.append(f"- **{c['id']}** ({c['kind']}, {_shown(c)}): {c['criterion']} Evidence: `claims.json`, {shown}.")
     for sec in sections:
         lines += ["", f"## {sec['title']}", "", sec["about"], "", f"*{sec['status']}*", ""]
         lines += [f"![{sec['title']}]({fig})" for fig in sec["figures"]]
@@ -41,17 +56,19 @@ def _markdown(claims: list[dict], sections: list[dict], header: str) -> str:
 
 def _html(claims: list[dict], sections: list[dict], header: str, out: Path) -> str:
     esc = html.escape
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in (c["claim"], c["paper_value"], c["measured"],
-                                                            _interval_text(c["interval"])))
-        + f"<td class='{c['verdict'].split()[0]}'>{esc(c['verdict'])}</td></tr>"
-        for c in claims
-    )
-    criteria = "".join(f"<li><b>{esc(c['id'])}</b> ({esc(c['verdict'])}): {esc(c['criterion'])} Evidence: "
-                       f"{esc(', '.join(c['figures']) or 'no figure')}.</li>" for c in claims)
-    body = [f"<h1>{esc(header.lstrip('# '))}</h1>",
-            "<table><tr><th>claim</th><th>paper</th><th>measured here</th><th>interval</th><th>verdict</th></tr>"
-            f"{rows}</table>", f"<h2>How each claim is judged</h2><ul>{criteria}</ul>"]
+    body = [f"<h1>{esc(header.lstrip('# '))}</h1>"]
+    for kind, title, what, value in _TABLES:
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in (c["claim"], c["paper_value"], c["measured"],
+                                                                _interval_text(c["interval"])))
+            + f"<td class='{c['verdict'].split()[0]}'>{esc(_shown(c))}</td></tr>"
+            for c in claims if c["kind"] == kind
+        )
+        body.append(f"<h2>{esc(title)}</h2><table><tr><th>{what}</th><th>{value}</th><th>measured here</th>"
+                    f"<th>interval</th><th>{'verdict' if kind == CLAIM else 'result'}</th></tr>{rows}</table>")
+    criteria = "".join(f"<li><b>{esc(c['id'])}</b> ({esc(c['kind'])}, {esc(_shown(c))}): {esc(c['criterion'])} "
+                       f"Evidence: {esc(', '.join(c['figures']) or 'no figure')}.</li>" for c in claims)
+    body.append(f"<h2>How each claim and check is judged</h2><ul>{criteria}</ul>")
     for sec in sections:
         body += [f"<h2>{esc(sec['title'])}</h2><p>{esc(sec['about'])}</p><p><em>{esc(sec['status'])}</em></p>"]
         for fig in sec["figures"]:
@@ -78,9 +95,11 @@ def write_report(out: Path, profile: str, parts, summaries: dict, statuses: dict
             continue
         figures = [f"{part.name}/{f}" for f in part.figures if (out / part.name / f).exists()]
         sections.append(dict(title=part.title, about=part.about, status=statuses[part.name], figures=figures))
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    counts = {v: sum(c["verdict"] == v for c in claims if c["kind"] == CLAIM) for v in VERDICTS}
+    checks = [c["verdict"] for c in claims if c["kind"] == CHECK]
     header = (f"# nohair reproduce: {profile} profile\n\n{counts['agree']} claims agree, {counts['disagree']} disagree, "
-              f"{counts[NOT_MEASURED]} not measured at this scale. Raw offsets of every measured model are the "
+              f"{counts[NOT_MEASURED]} not measured at this scale; {checks.count('agree')} of {len(checks)} checks pass "
+              f"({checks.count('disagree')} fail). Raw offsets of every measured model are the "
               "`offsets*.npz` files under each part's folder (arrays `t`, `l2` [n_pairs, L+1, T]; fits and windows "
               "in the JSON beside them).")
     for name, text in (("report.md", _markdown(claims, sections, header)),

@@ -444,3 +444,24 @@ def alpha_history(history: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     steps = np.array([e["step"] for e in entries], dtype=np.int64)
     alpha = np.array([[np.nan if a is None else a for a in e["alpha"]] for e in entries], dtype=np.float64)
     return steps, alpha
+
+
+def held_out_plateau(history: list[dict], last_fraction: float = 0.2) -> dict:
+    """How much the held-out loss still fell at the end of training: a criterion for "trained".
+
+    From a history's ``eval_bits_per_byte`` (step 0 and the last step included): ``share``, the drop
+    over the last ``last_fraction`` of the steps as a fraction of the whole drop from step 0 (the
+    loss at the start of that stretch interpolated linearly in steps between evaluations); with
+    ``initial``, ``at_last_stretch`` and ``final`` (bits per byte) and ``steps``. A share below 0.02
+    reads "levelled off" in the claims (``claims.PLATEAU_SHARE``).
+    """
+    evals = [(e["step"], e["eval_bits_per_byte"]) for e in history if "eval_bits_per_byte" in e]
+    if len(evals) < 2 or evals[0][0] != 0:
+        raise ValueError("the history needs held-out evaluations at step 0 and later")
+    steps, bits = (np.array(v, dtype=np.float64) for v in zip(*evals))
+    start = steps[-1] * (1 - last_fraction)
+    at_start = float(np.interp(start, steps, bits))
+    drop = bits[0] - bits[-1]
+    share = (at_start - bits[-1]) / drop if drop > 0 else float("inf")
+    return dict(share=float(share), initial=float(bits[0]), at_last_stretch=at_start, final=float(bits[-1]),
+                steps=int(steps[-1]), last_fraction=last_fraction)

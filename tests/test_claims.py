@@ -8,21 +8,21 @@ side of each criterion's threshold.
 import numpy as np
 import pytest
 
-from nohair_jax.claims import CLAIMS, NOT_MEASURED, judge_claims
+from nohair_jax.claims import CHECK, CLAIM, CLAIMS, NOT_MEASURED, judge_claims
 from nohair_jax.bound.records import ExplicitCheck, NotApplicable, ShapeCheck
-from nohair_jax.fit import AlphaDifference, DecayLawComparison, FitRefused, PowerLawFit
+from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit, PowerLawTolerance
 
 
 def fit(alpha, half_width=0.05, r2=0.99, window=(32, 1024)):
     """A fit as a summary saves it (``PowerLawFit.to_dict``), with the numbers the judges read set by hand."""
     return PowerLawFit(alpha=alpha, ci=(alpha - half_width, alpha + half_width), prefactor=1.0, r2=r2,
-                       t_range=tuple(window), n_bins=12, floor_t=None, summary="mean", confidence=0.95).to_dict()
+                       t_range=tuple(window), n_bins=12, floor_t=None, summary="mean", confidence=0.95, dof=7.0).to_dict()
 
 
 def shape(layer, slope, interval, passes):
     """One layer of the bound's shape test as a summary saves it (``ShapeCheck.to_dict``)."""
     return ShapeCheck(layer=layer, window=(16, 256), slope=slope, interval=tuple(interval), slope_log_shape=0.1,
-                      interval_log_shape=None, relay_prefactor=1.0, passes=passes).to_dict()
+                      interval_log_shape=None, relay_prefactor=1.0, passes=passes, dof=7.0).to_dict()
 
 
 def explicit(layer, margin, holds):
@@ -37,39 +37,58 @@ def explicit(layer, margin, holds):
 def difference(diff, half_width=0.05):
     """A difference as a summary saves it (``AlphaDifference.to_dict``)."""
     return AlphaDifference(difference=diff, ci=(diff - half_width, diff + half_width), alpha_a=0.5 + diff, alpha_b=0.5,
-                           t_range=(32, 1024), confidence=0.95).to_dict()
+                           t_range=(32, 1024), confidence=0.95, dof=7.0).to_dict()
 
 
 def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1.5, 1.6, 1.2, 1.0), diffs=(0.3, 0.2),
-               slope=-0.1):
+               slope=-0.1, direct=(0.95, 0.9), biased=0.03, init_exponent=(0.02, 0.05, 0.1, 0.2)):
     side = dict(conditions=dict(logit_bound=[3.0, 5.0], sigma_min_attn=[0.1, 0.2], sigma_min_mlp=[0.3, 0.4],
                                 sqrt_eps=0.01, failures=list(failures)),
                 dynamics=dict(mlp_over_attn_bound=list(ratio), sphere_diameter=list(diameter)),
                 bound=dict(constants=dict(C=[1e3, None]), shape=[  # None: beyond float64, as saved
                     shape(1, -0.2, [-0.3, -0.1], True), shape(2, slope, [slope - 0.05, slope + 0.05], slope - 0.05 <= 0)]))
-    return {"real_model": dict(trained=dict(fits=[f if isinstance(f, dict) else fit(f) for f in trained], **side),
-                               init=dict(fits=[fit(a) for a in init], seeds=[0, 1], pairs_per_seed=4, **side),
-                               trained_minus_init=[d if isinstance(d, dict) else difference(d) for d in diffs])}
+    return {"real_model": dict(settings=dict(prompt_len=16), trained=dict(
+                                   fits=[f if isinstance(f, dict) else fit(f) for f in trained], **side,
+                                   split=dict(direct=[fit(a) if a is not None else FitRefused("floor").to_dict()
+                                                      for a in direct])),
+                               init=dict(fits=[fit(a) for a in init], seeds=[0, 1, 2], pairs_per_seed=4, **side,
+                                         local_exponent=[dict(layer=2, network=list(init_exponent), relay=[0.0, 0.3])]),
+                               trained_minus_init=[d if isinstance(d, dict) else difference(d) for d in diffs],
+                               bias_at_inference=dict(pairs=8, rows=[
+                                   dict(gamma=0.5, fit=fit(0.3), minus_none=difference(-0.3)),
+                                   dict(gamma=1.0, fit=FitRefused("floor").to_dict() if biased is None else fit(biased),
+                                        minus_none=difference(-0.5))]))}
 
 
 # --- the small models ------------------------------------------------------------------------
 
 
-def untrained_alpha(*alphas, r2=0.99, gaps=None):
+def untrained_alpha(*alphas, r2=0.99, deviation=(0.03, 0.01, 0.05), holdout=(0.05, 0.02, 0.08), window=(32, 1024)):
+    """The deepest model's layers (None: refused); every layer's power-law record has the last layer's
+    ``deviation`` and ``holdout`` (value, interval low, interval high)."""
     fits = [fit(a, r2=r2) if a is not None else FitRefused("floor").to_dict() for a in alphas]
-    laws = [FitRefused("floor").to_dict() if a is None else DecayLawComparison(
-        aic={}, best="power" if g == 0 else "log_power", power_gap=g, params={}, t_range=(32, 1024), n_bins=12,
-        local_exponent_drift=0.1).to_dict() for a, g in zip(alphas, gaps or [0.0] * len(alphas))]
-    return dict(rows=[dict(depth=4, fits=fits, decay_laws=laws)])
+    record = PowerLawTolerance(deviation=deviation[0], ci=deviation[1:], holdout=holdout[0], holdout_ci=holdout[1:],
+                               alpha=0.6, decades=float(np.log10(window[1] / window[0])), t_range=window, n_bins=13,
+                               cv_error=dict(power=0.1, log_power=0.12)).to_dict()
+    laws = [FitRefused("floor").to_dict() if a is None else record for a in alphas]
+    return dict(rows=[dict(depth=4, fits=fits, power_law=laws)])
 
 
-def trained_vs_untrained(trained, untrained, **bound):
+def trained_vs_untrained(trained, untrained, *, seeds=3, share=0.01, **bound):
+    """``seeds`` runs alike, each with a held-out loss whose last fifth of training fell by ``share`` of its drop."""
     row = bound_check(**bound)["bound_check"]["rows"][0]
     inside = dict(window=(32, 240))  # the fits the judges read: inside the 256-token context
     return {"trained_vs_untrained": dict(settings=dict(steps=300, context=256), runs=[dict(
+        seed=seed, plateau=plateau(share),
         trained=[fit(0.3) for _ in trained], untrained=[fit(0.9) for _ in untrained],  # beyond it: not judged
         trained_in_context=[fit(a, **inside) for a in trained], untrained_in_context=[fit(a, **inside) for a in untrained],
-        trained_minus_untrained_in_context=[difference(a - b) for a, b in zip(trained, untrained)], bound=row)])}
+        trained_minus_untrained_in_context=[difference(a - b) for a, b in zip(trained, untrained)], bound=row)
+        for seed in range(seeds)])}
+
+
+def plateau(share):
+    """A ``train.held_out_plateau`` record: 3.0 -> 1.0 bits per byte, ``share`` of the drop in the last fifth."""
+    return dict(share=share, initial=3.0, at_last_stretch=1.0 + 2 * share, final=1.0, steps=300, last_fraction=0.2)
 
 
 def bound_check(*, failures=(), holds=True, slope=-0.01, interval=(-0.02, 0.01), explicit_error=False):
@@ -134,7 +153,7 @@ def control_threshold(adversarial_reached, high=1.0, reached_all=1.0, grid_at_20
 DEFEATED_AT_1 = {0.5: 0.0, 1.0: 0.5, 2.0: 1.0, 20.0: 1.0}
 
 
-def biased(no_bias, bias, differences, steps=(0, 10, 150, 300)):
+def biased(no_bias, bias, differences, steps=(0, 10, 150, 300), seeds=(0, 1, 2), share=0.01):
     """The logit-bias experiment's in-context fits: one alpha per measured step for each run, and the
     bias-minus-no-bias difference's interval per step (None: not fitted)."""
     rows = [dict(step=step, no_bias=fit(a), bias=fit(b) if b is not None else FitRefused("floor").to_dict(),
@@ -142,7 +161,8 @@ def biased(no_bias, bias, differences, steps=(0, 10, 150, 300)):
                      difference=(d[0] + d[1]) / 2, ci=tuple(d), alpha_a=b, alpha_b=a, t_range=(32, 240),
                      confidence=0.95).to_dict())
             for step, a, b, d in zip(steps, no_bias, bias, differences)]
-    return {"logit_bias": dict(in_context=dict(t_max=240, steps_total=steps[-1], rows=rows))}
+    return {"logit_bias": dict(seeds=list(seeds), runs={name: dict(plateau=plateau(share)) for name in ("bias", "no_bias")},
+                               in_context=dict(t_max=240, steps_total=steps[-1], rows=rows))}
 
 
 EQUAL, BELOW = (-0.1, 0.1), (-0.8, -0.4)
@@ -189,36 +209,62 @@ CASES = {
                           NOT_MEASURED: real_model([0.6, FitRefused("floor").to_dict()], [0.3, 0.3])},
     "llm_untrained_alpha": {"agree": real_model([0.6, 0.6], [0.3, 0.35]), "disagree": real_model([0.6, 0.6], [0.8, 0.8])},
     "llm_trained_faster": {"agree": real_model([0.7, 0.6], [0.3, 0.3]),
-                           "disagree": real_model([0.7, 0.32], [0.3, 0.3], diffs=(0.4, 0.02)),  # reaches 0 at layer 2
-                           NOT_MEASURED: real_model([0.7, 0.6], [0.3, 0.3], diffs=(0.4, FitRefused("floor").to_dict()))},
+                           # Intervals +-0.05 on 7 degrees of freedom: Bonferroni over 2 layers widens them to +-0.06.
+                           "disagree": real_model([0.7, 0.32], [0.3, 0.3], diffs=(0.4, -0.1)),  # below 0 at layer 2
+                           NOT_MEASURED: real_model([0.7, 0.6], [0.3, 0.3], diffs=(0.4, FitRefused("floor").to_dict())),
+                           "not measured at this scale, across": real_model([0.7, 0.32], [0.3, 0.3], diffs=(0.4, 0.02))},
     "llm_bound_conditions": {"agree": real_model([0.6], [0.3]),
                              "disagree": real_model([0.6], [0.3], failures=["layer 1: not finite"])},
-    "llm_relay_only_logs": {"agree": real_model([0.6], [0.3]), "disagree": real_model([0.6], [0.3], slope=0.3)},
+    # The slope margin 0.1: [0.25, 0.35] (widened: [0.24, 0.36]) lies above it, [0.05, 0.15] straddles it.
+    "llm_relay_only_logs": {"agree": real_model([0.6], [0.3]), "disagree": real_model([0.6], [0.3], slope=0.3),
+                            NOT_MEASURED: real_model([0.6], [0.3], slope=0.1)},
+    # P / (P + t) with P = 16 on t in [32, 1024] has alpha 0.91; the direct read's interval is +-0.05.
+    # alpha at gamma = 1, interval +-0.05: [-0.02, 0.08] inside the margin 0.1, [0.25, 0.35] outside, [0.05, 0.15] across.
+    "llm_bias_stops": {"agree": real_model([0.6], [0.3]), "disagree": real_model([0.6], [0.3], biased=0.3),
+                       NOT_MEASURED: real_model([0.6], [0.3], biased=None),
+                       "not measured at this scale, across": real_model([0.6], [0.3], biased=0.1)},
+    "llm_exponent_rise": {"agree": real_model([0.6], [0.3]),
+                          "disagree": real_model([0.6], [0.3], init_exponent=(0.2, 0.1, 0.05, 0.02))},
+    "llm_direct_dilution": {"agree": real_model([0.6], [0.3], direct=(0.6, 0.93)),
+                            "disagree": real_model([0.6], [0.3], direct=(0.6, 0.6)),
+                            NOT_MEASURED: real_model([0.6], [0.3], direct=(0.6, 0.82))},  # [0.77, 0.87]: across -0.1
     # Layers 2, 3 (ratio above 1) shrink the diameter by 0.4 and 0.2, layer 1 (below 1) grows it by 0.1: agree.
     "ff_threshold_llm": {"agree": real_model([0.6], [0.3]),
                          "disagree": real_model([0.6], [0.3], diameter=(1.5, 1.0, 1.2, 1.4)),
                          NOT_MEASURED: real_model([0.6], [0.3], ratio=(0.1, 0.2, 0.3))},
-    "power_law": {"agree": {"untrained_alpha": untrained_alpha(0.9, 0.7, gaps=[0.0, 1.5])},
-                  "disagree": {"untrained_alpha": untrained_alpha(0.9, 0.7, gaps=[0.0, 9.0])},
-                  NOT_MEASURED: {"untrained_alpha": untrained_alpha(None)}},
+    "power_law": {"agree": {"untrained_alpha": untrained_alpha(0.9, 0.7)},
+                  "disagree": {"untrained_alpha": untrained_alpha(0.9, 0.7, deviation=(0.3, 0.25, 0.35))},
+                  "disagree, prediction": {"untrained_alpha": untrained_alpha(0.9, 0.7, holdout=(0.2, 0.12, 0.28))},
+                  NOT_MEASURED: {"untrained_alpha": untrained_alpha(None)},
+                  "not measured at this scale, across": {"untrained_alpha": untrained_alpha(
+                      0.9, 0.7, holdout=(0.1, 0.05, 0.15))},
+                  "not measured at this scale, short": {"untrained_alpha": untrained_alpha(0.9, 0.7, window=(32, 512))}},
     "untrained_alpha": {"agree": {"untrained_alpha": untrained_alpha(0.9, 0.45)},
                         "disagree": {"untrained_alpha": untrained_alpha(0.9, 0.62)},
                         NOT_MEASURED: {"untrained_alpha": untrained_alpha(0.9, None)}},
-    "trained_alpha": {"agree": trained_vs_untrained([0.6], [0.9]), "disagree": trained_vs_untrained([0.41], [0.9])},
+    "trained_alpha": {"agree": trained_vs_untrained([0.6], [0.9]), "disagree": trained_vs_untrained([0.41], [0.9]),
+                      NOT_MEASURED: trained_vs_untrained([0.6], [0.9], seeds=1),
+                      "not measured at this scale, still learning": trained_vs_untrained([0.6], [0.9], share=0.05)},
     "trained_faster": {"agree": trained_vs_untrained([0.8, 0.7], [0.5, 0.4]),
-                       "disagree": trained_vs_untrained([0.8, 0.41], [0.5, 0.43])},  # layer 2: -0.02, reaching 0
+                       "disagree": trained_vs_untrained([0.8, 0.3], [0.5, 0.43]),  # layer 2: -0.13, below 0
+                       "not measured at this scale, across": trained_vs_untrained([0.8, 0.41], [0.5, 0.43]),
+                       NOT_MEASURED: trained_vs_untrained([0.8, 0.7], [0.5, 0.4], share=0.1)},
     "bound_conditions": {"agree": bound_check(), "disagree": bound_check(failures=["layer 2 attention norm: below"])},
     "bound_holds": {"agree": bound_check(), "disagree": bound_check(holds=False)},
     "trained_bound": {"agree": trained_vs_untrained([0.6], [0.3]),
-                      "disagree": trained_vs_untrained([0.6], [0.3], slope=0.2, interval=(0.1, 0.3)),
-                      NOT_MEASURED: trained_vs_untrained([0.6], [0.3], explicit_error=True)},
-    "relay_only_logs": {"agree": bound_check(), "disagree": bound_check(slope=0.2, interval=(0.1, 0.3))},
+                      "disagree": trained_vs_untrained([0.6], [0.3], slope=0.4, interval=(0.3, 0.5)),
+                      NOT_MEASURED: trained_vs_untrained([0.6], [0.3], explicit_error=True),
+                      "not measured at this scale, one seed": trained_vs_untrained([0.6], [0.3], seeds=1)},
+    "relay_only_logs": {"agree": bound_check(), "disagree": bound_check(slope=0.4, interval=(0.3, 0.5)),
+                        NOT_MEASURED: bound_check(slope=0.1, interval=(0.0, 0.2))},
     # P / (P + t) with P = 16 on t in [32, 1024] has alpha 0.91.
     "direct_is_dilution": {"agree": direct_vs_relay(0.91, 0.88), "disagree": direct_vs_relay(0.91, 0.6)},
-    "bound_tight": {"agree": relay_model([0.1, 0.3, 0.45]), "disagree": relay_model([0.1, 0.3, 0.2])},
+    "bound_tight_check": {"agree": relay_model([0.1, 0.3, 0.45]), "disagree": relay_model([0.1, 0.3, 0.2])},
     "exponent_rise": {"agree": untrained_vs_relay([0.1, 0.2, 0.5, 0.8]), "disagree": untrained_vs_relay([0.8, 0.6, 0.3, 0.2])},
     "no_bias_trained": {"agree": biased([0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
-                        "disagree": biased([0.6, 0.7, 0.5, 0.41], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW])},
+                        "disagree": biased([0.6, 0.7, 0.5, 0.41], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
+                        NOT_MEASURED: biased([0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW],
+                                             seeds=(0,))},
     # Step 10 is the only one in the first 5 % of 300 steps.
     "bias_stops_decay": {"agree": biased([0.6, 0.7, 0.6, 0.6], [0.6, 0.02, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
                          "disagree": biased([0.6, 0.7, 0.6, 0.6], [0.6, 0.5, -0.1, -0.2], [EQUAL, EQUAL, BELOW, BELOW]),
@@ -226,18 +272,19 @@ CASES = {
     "bias_reverses": {"agree": biased([0.6] * 4, [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
                       "disagree": biased([0.6] * 4, [0.6, 0.0, -0.1, 0.0], [EQUAL, BELOW, BELOW, BELOW]),
                       NOT_MEASURED: biased([0.6] * 4, [0.6, 0.0, -0.1, None], [EQUAL, BELOW, BELOW, None])},
-    "dilution_sufficient": {"agree": dilution([0.9, 0.6], [0.04, 0.04]), "disagree": dilution([0.9, 0.01], [0.04, 0.04]),
+    "dilution_sufficient_check": {"agree": dilution([0.9, 0.6], [0.04, 0.04]), "disagree": dilution([0.9, 0.01], [0.04, 0.04]),
                             NOT_MEASURED: dilution([0.9, None], [0.04, 0.04])},
-    "dilution_necessary": {"agree": dilution([0.9, 0.6], [0.04, -0.02]),
+    "dilution_necessary_check": {"agree": dilution([0.9, 0.6], [0.04, -0.02]),
                            "disagree": dilution([0.9, 0.6], [0.04, 0.3]),  # the bias does not stop layer 2
                            NOT_MEASURED: dilution([0.9, 0.6], [0.04, None])},
-    "deeper_remembers_longer": {"agree": sweep({1: 0.9, 2: 0.7, 4: 0.6}), "disagree": sweep({1: 0.9, 2: 0.7, 4: 0.68}),
+    "deeper_remembers_longer": {"agree": sweep({1: 0.9, 2: 0.7, 4: 0.6}), "disagree": sweep({1: 0.9, 2: 0.7, 4: 0.9}),
+                                "not measured at this scale, across": sweep({1: 0.9, 2: 0.7, 4: 0.68}),
                                 NOT_MEASURED: sweep({1: 0.9})},
-    "ff_consensus": {"agree": {**consensus(1.0), **control_threshold(DEFEATED_AT_1)},
+    "ff_consensus_check": {"agree": {**consensus(1.0), **control_threshold(DEFEATED_AT_1)},
                      "disagree": {**consensus(1.0), **control_threshold({**DEFEATED_AT_1, 20.0: 0.875})},
                      NOT_MEASURED: {**consensus(1.0), **control_threshold({0.5: 0.0, 2.0: 1.0})}},
-    "ff_clusters": {"agree": consensus(1.0, clusters=2), "disagree": consensus(0.5, clusters=2)},
-    "ff_multihead": {"agree": consensus(1.0, heads=4), "disagree": consensus(0.9, heads=4)},
+    "ff_clusters_check": {"agree": consensus(1.0, clusters=2), "disagree": consensus(0.5, clusters=2)},
+    "ff_multihead_check": {"agree": consensus(1.0, heads=4), "disagree": consensus(0.9, heads=4)},
     # The adversary defeats consensus at 1 ||V|| and below, never at 2 / eps = 20: where the theory puts it.
     "contrast_window_reach": {"agree": contrasts(), "disagree": contrasts(window_leak=True)},
     "contrast_alibi_faster": {"agree": contrasts(), "disagree": contrasts(alibi=(0.2, 0.02)),  # trained straddles 0
@@ -245,20 +292,31 @@ CASES = {
     "contrast_bias_slows": {"agree": contrasts(gammas=((0.5, -0.2), (1, -0.4), (2, -0.6))),
                             "disagree": contrasts(gammas=((0.5, -0.2), (1, -0.4), (2, -0.3))),  # not monotone
                             NOT_MEASURED: contrasts(gammas=((1, -0.4),))},
+    # Equivalence, margin 0.1, intervals +-0.05: [-0.02, 0.08] inside, [0.15, 0.25] outside, [0.03, 0.13] across.
     "jacobian_is_finite": {"agree": linear_response(), "disagree": linear_response(trained=(0.8, 0.2)),
-                           NOT_MEASURED: linear_response(trained=(0.8, None))},
+                           NOT_MEASURED: linear_response(trained=(0.8, None)),
+                           "not measured at this scale, across": linear_response(trained=(0.8, 0.08))},
     "jacobian_trained_range": {"agree": linear_response(trained=(0.93, 0.0)),  # [0.88, 0.98] overlaps [0.7, 0.9]
                                "disagree": linear_response(trained=(0.6, 0.0)),
                                NOT_MEASURED: linear_response(trained=(None, 0.0))},
     "jacobian_absent_at_init": {"agree": linear_response(init=0.04), "disagree": linear_response(init=0.3),
-                                NOT_MEASURED: linear_response(init=None)},
+                                NOT_MEASURED: linear_response(init=None),
+                                "not measured at this scale, across": linear_response(init=0.1)},
     "sink_first_token": {"agree": sinks(), "disagree": sinks(init_means=(0.2, 0.3, 0.001)),  # a sink at init too
                          "disagree, trained": sinks(trained_means=(0.2, 0.04, 0.001))},  # 0.04 < 10 x dilution
-    "sink_shared_first_token": {"agree": sinks(), "disagree": sinks(diff=-0.1), NOT_MEASURED: sinks(diff=None)},
+    "sink_shared_first_token": {"agree": sinks(), "disagree": sinks(diff=-0.3), NOT_MEASURED: sinks(diff=None),
+                                "not measured at this scale, across": sinks(diff=-0.1)},
     "ff_threshold": {"agree": control_threshold(DEFEATED_AT_1),
                      "disagree": control_threshold({0.5: 1.0, 1.0: 1.0, 2.0: 1.0, 20.0: 1.0}),  # no threshold at ||V||
                      NOT_MEASURED: control_threshold({2.0: 1.0, 20.0: 1.0})},
 }
+
+
+# Statements proved rather than measured: their rows say "not measured" whatever the data, naming their check.
+PROVED = {"bound_tight": "bound_tight_check", "dilution_sufficient": "dilution_sufficient_check",
+          "dilution_necessary": "dilution_necessary_check", "ff_consensus": "ff_consensus_check",
+          "ff_clusters": "ff_clusters_check", "ff_multihead": "ff_multihead_check"}
+CASES.update({claim: {NOT_MEASURED: {}} for claim in PROVED})
 
 
 def _judge(claim_id):
@@ -269,14 +327,31 @@ def _judge(claim_id):
 def test_judge_reaches_the_verdict_its_criterion_gives(claim_id, verdict):
     judged = _judge(claim_id)(CASES[claim_id][verdict])
     assert judged.verdict == verdict.split(",")[0], judged.measured  # "disagree, why": a second case of one verdict
+    if claim_id in PROVED:
+        assert PROVED[claim_id] in judged.measured
     assert isinstance(judged.measured, str) and isinstance(judged.evidence, dict)
 
 
 def test_every_claim_reaches_both_verdicts_and_states_its_criterion():
     assert set(CASES) == {c.id for c in CLAIMS}
+    by_id = {c.id: c for c in CLAIMS}
     for claim in CLAIMS:
+        assert claim.kind in (CLAIM, CHECK), claim.id
+        if claim.id in PROVED:  # no data can contradict it: no parts, and the check it names verifies it
+            assert claim.parts == () and claim.kind == CLAIM and by_id[PROVED[claim.id]].kind == CHECK
+            continue
         assert {"agree", "disagree"} <= set(CASES[claim.id]), claim.id
-        assert len(claim.criterion) > 60 and "gree" in claim.criterion, claim.id  # names what agrees / disagrees
+        assert len(claim.criterion) > 60 and ("gree" in claim.criterion or "ail" in claim.criterion), claim.id
+
+
+def test_identities_are_checks_and_every_abstract_statement_keeps_a_claim_row():
+    kinds = {c.id: c.kind for c in CLAIMS}
+    for check in ("llm_bound_conditions", "bound_conditions", "bound_holds", "direct_is_dilution", "contrast_window_reach",
+                  *PROVED.values()):
+        assert kinds[check] == CHECK, check
+    for claim in ("power_law", "llm_trained_alpha", "llm_untrained_alpha", "llm_relay_only_logs", "llm_direct_dilution",
+                  "exponent_rise", "bias_stops_decay", "bias_reverses", "ff_threshold", *PROVED):
+        assert kinds[claim] == CLAIM, claim
 
 
 def test_threshold_disagrees_when_a_random_draw_of_the_grid_misses_eps_where_it_is_guaranteed():
@@ -305,3 +380,10 @@ def test_part_claims_text_judges_every_claim_of_one_part():
     text = part_claims_text("logit_bias", CASES["bias_reverses"]["disagree"]["logit_bias"]).splitlines()
     assert len(text) == 3  # no_bias_trained, bias_stops_decay, bias_reverses
     assert text[2].startswith("With the logit bias the decay reverses later in training (offsets grow): disagree; ")
+
+
+def test_trained_rows_need_every_seed_to_agree():
+    summary = trained_vs_untrained([0.6], [0.9])
+    summary["trained_vs_untrained"]["runs"][1]["trained_in_context"] = [fit(0.4, window=(32, 240))]  # one seed outside
+    judged = _judge("trained_alpha")(summary)
+    assert judged.verdict == NOT_MEASURED and judged.evidence["verdict_per_seed"] == ["agree", "disagree", "agree"]

@@ -587,3 +587,24 @@ def test_read_hidden_is_each_layers_stream_read_as_it_is_computed():
     np.testing.assert_allclose(norms, np.linalg.norm(np.asarray(full.hidden, np.float64), axis=-1), rtol=1e-6)
     np.testing.assert_array_equal(last, full.hidden[:, :, -1])
     np.testing.assert_array_equal(got.logits, full.logits)
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+def test_initialisation_std_of_every_weight_matrix(make_tiny, scaled):
+    """``init_std`` for every weight matrix; the projections into the residual stream divided by
+    sqrt(2 n_layers) only with GPT-2's ``scaled_residual_init`` (transformers' Llama init: not)."""
+    model = make_tiny(init_std=0.1, scaled_residual_init=scaled, d_model=64, d_mlp=256)
+    block = model.blocks[0]
+    out = 0.1 / math.sqrt(2 * 3) if scaled else 0.1
+    for kernel, std in ((block.attn.q.kernel, 0.1), (block.mlp.up.kernel, 0.1), (block.attn.o.kernel, out),
+                        (block.mlp.down.kernel, out)):
+        assert np.std(np.asarray(kernel[...])) == pytest.approx(std, rel=0.05)
+
+
+def test_the_real_model_at_init_uses_its_authors_stated_initialisation():
+    from nohair_jax.checkpoints import PACKAGED_MODELS
+
+    cfg = nh.TransformerConfig(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
+    init = PACKAGED_MODELS["smollm2-135m"].initial_config(cfg)
+    assert init.init_std == pytest.approx(1 / 24) and init.scaled_residual_init is False
+    assert dataclasses.replace(init, init_std=cfg.init_std, scaled_residual_init=True) == cfg  # nothing else changed

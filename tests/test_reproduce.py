@@ -25,15 +25,21 @@ def test_tiny_profile_end_to_end(tmp_path, capsys):
     assert saved == json.loads(json.dumps(claims))
     assert [c["id"] for c in saved] == [c.id for c in rep.CLAIMS]
     for c in saved:
-        assert set(c) >= {"id", "claim", "paper_value", "criterion", "measured", "interval", "verdict", "evidence", "figures"}
+        assert set(c) >= {"id", "kind", "claim", "paper_value", "criterion", "measured", "interval", "verdict", "evidence", "figures"}
         assert c["verdict"] in rep.VERDICTS
-        assert c["verdict"] != rep.NOT_MEASURED or c["id"] not in {"bound_holds", "bound_tight"}, c
+        assert c["verdict"] != rep.NOT_MEASURED or c["id"] not in {"bound_holds", "bound_tight_check"}, c
 
     report = (tmp_path / "report.md").read_text()
     page = (tmp_path / "report.html").read_text()
     for c in saved:
         assert c["claim"].replace("|", "\\|") in report
-        assert f"**{c['id']}** ({c['verdict']}): {c['criterion']}" in report
+        shown = {"agree": "pass", "disagree": "fail"}.get(c["verdict"], c["verdict"]) if c["kind"] == "check" else c["verdict"]
+        assert f"**{c['id']}** ({c['kind']}, {shown}): {c['criterion']}" in report
+    # The claims table comes first and the tally counts claims only; the checks follow in their own table.
+    claims_only = [c["verdict"] for c in saved if c["kind"] == "claim"]
+    assert (f"{claims_only.count('agree')} claims agree, {claims_only.count('disagree')} disagree, "
+            f"{claims_only.count(rep.NOT_MEASURED)} not measured at this scale;") in report
+    assert report.index("## Claims") < report.index("## Checks of the implementation") < report.index("## How each")
     for part in rep.PARTS:
         assert (tmp_path / part.name / "part.json").exists()
         for figure in part.figures:

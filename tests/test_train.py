@@ -166,3 +166,17 @@ def test_bad_inputs_are_refused(corpus, tmp_path):
     tiny = data.Corpus("tiny", "ten bytes", corpus.train[:10], corpus.heldout[:10])
     with pytest.raises(ValueError, match="context"):
         tr.train(MODEL, TRAIN, tiny, tmp_path, progress=False)
+
+
+def test_held_out_plateau_reads_the_last_fifth_of_the_drop():
+    from nohair_jax.train import held_out_plateau
+
+    # 4.0 -> 1.0 bits per byte; at step 80 (the last fifth of 100 steps starts there) 1.3, interpolated
+    # between the evaluations at 50 (1.6) and 100 (1.0): the last fifth lowered it by 0.24 of 3.0.
+    history = [dict(step=0, eval_bits_per_byte=4.0), dict(step=10, loss=2.0), dict(step=50, eval_bits_per_byte=1.6),
+               dict(step=100, eval_bits_per_byte=1.0)]
+    result = held_out_plateau(history)
+    assert result["at_last_stretch"] == pytest.approx(1.24) and result["share"] == pytest.approx(0.24 / 3.0)
+    assert held_out_plateau([dict(step=0, eval_bits_per_byte=2.0), dict(step=5, eval_bits_per_byte=2.5)])["share"] == float("inf")
+    with pytest.raises(ValueError, match="step 0"):
+        held_out_plateau(history[1:])

@@ -1,7 +1,7 @@
 """Two checks of the no-hair bound against measured offsets ``d_l(t)`` (``prompt_pair_offsets``).
 
 * shape: the log-log slope of ``d_l(t) / s_l(t)`` over ``t`` in ``[T/16, T]`` (mean over pairs,
-  bootstrap interval over pairs) must be at most zero within the interval, where ``s_l`` is the
+  t-interval over pairs, ``fit.t_interval``) must be at most zero within the interval, where ``s_l`` is the
   solvable relay model's ``delta_l`` (``relay.offsets`` with its defaults). ``s_l`` is
   ``Theta(P (log t)^(l-1) / t)``, so a bounded ratio to one is a bounded ratio to the other, but
   ``s_l`` also carries the finite-``t`` corrections: the ratio of ``s_l`` itself to
@@ -64,7 +64,7 @@ def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) ->
             interval_log_shape=interval_log,
             relay_prefactor=float(np.exp(np.mean(np.log(summary_curve(measured) / shape[layer])))),
             # Without a bootstrap (one pair, n_boot = 0) there is no interval: judge the point estimate.
-            passes=bool((slope if interval is None else interval[0]) <= 0.0)))
+            passes=bool((slope if interval is None else interval[0]) <= 0.0), dof=fits[0].dof))
     return results
 
 

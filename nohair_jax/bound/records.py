@@ -39,6 +39,7 @@ class ShapeCheck:
     interval_log_shape: tuple[float, float] | None
     relay_prefactor: float
     passes: bool
+    dof: float | None = None  # the slope interval's degrees of freedom (``fit.t_interval``), None without one
 
     def to_dict(self) -> dict:
         return _plain(self)
@@ -80,7 +81,7 @@ def shape_from_dict(saved: dict) -> ShapeCheck | FitRefused:
     return ShapeCheck(layer=saved["layer"], window=tuple(saved["window"]), slope=saved["slope"],
                       interval=_interval(saved["interval"]), slope_log_shape=saved["slope_log_shape"],
                       interval_log_shape=_interval(saved["interval_log_shape"]),
-                      relay_prefactor=saved["relay_prefactor"], passes=saved["passes"])
+                      relay_prefactor=saved["relay_prefactor"], passes=saved["passes"], dof=saved.get("dof"))
 
 
 def explicit_from_saved(saved: list | dict) -> list[ExplicitCheck] | NotApplicable:

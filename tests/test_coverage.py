@@ -1,0 +1,89 @@
+"""Coverage of the intervals the claims are judged by, checked by simulation at the sizes used.
+
+A 95 % interval must hold the true value in about 95 % of repeated experiments. The offsets are
+simulated with the per-pair spread measured on SmolLM2-135M-Instruct's own offsets (quick
+reproduction, T 512, 8 held-out text pairs, layers 1, 15 and 30, fitted per pair on t >= 32):
+
+    log d_i(t) = a_i - (alpha + b_i) (log t - log 100) + e_i(t)
+
+with a_i ~ N(0, 0.22) (the pair's level at t = 100), b_i ~ N(0, 0.1) (its own exponent's spread)
+and e_i an AR(1) series in t, standard deviation 0.4, lag-1 correlation 0.6. The quantity
+``fit_power_law`` estimates is the exponent of the best power law to the *population* mean curve
+on the window: with Gaussian b_i that mean is ``t^-alpha exp(0.1^2 (log t - log 100)^2 / 2)``
+up to a constant, known in closed form, so the truth here is computed without the code under test.
+A percentile bootstrap covers 88 % at 8 pairs in this simulation (the interval the project
+used before); the criterion below is at least 93 % for the nominal 95 %.
+"""
+
+import numpy as np
+import pytest
+
+from nohair_jax.fit import _bin_mean, _log_bins, alpha_difference, fit_power_law
+
+T, T_MIN, ALPHA = 512, 32, 0.6
+SPREAD = dict(level=0.22, exponent=0.1, noise=0.4, lag1=0.6)
+DATASETS = 600
+
+
+def _true_alpha(exponent_spread: float) -> float:
+    """The best power law's exponent to the population mean curve on [T_MIN, T], binned as the fits
+    bin (8 bins per decade, mean log t and mean log d per bin), by ordinary least squares."""
+    t = np.arange(T_MIN, T + 1, dtype=np.float64)
+    log_mean = -ALPHA * np.log(t) + 0.5 * exponent_spread**2 * (np.log(t) - np.log(100)) ** 2
+    _, starts = _log_bins(t, T_MIN, T, 8)
+    x, y = _bin_mean(np.log(t), starts), _bin_mean(log_mean, starts)
+    return -np.polyfit(x, y, 1)[0]
+
+
+def _offsets(rng, n_pairs: int, level_shift=None) -> np.ndarray:
+    """Simulated offsets [n_pairs, T]; ``level_shift`` [n_pairs] adds a per-pair level (a seed effect)."""
+    t = np.arange(1, T + 1, dtype=np.float64)
+    a = rng.normal(0, SPREAD["level"], (n_pairs, 1)) + (0 if level_shift is None else level_shift[:, None])
+    b = rng.normal(0, SPREAD["exponent"], (n_pairs, 1))
+    phi, sd = SPREAD["lag1"], SPREAD["noise"]
+    shocks = rng.normal(0, sd * np.sqrt(1 - phi**2), (n_pairs, T))
+    noise = np.empty_like(shocks)
+    noise[:, 0] = rng.normal(0, sd, n_pairs)
+    for k in range(1, T):
+        noise[:, k] = phi * noise[:, k - 1] + shocks[:, k]
+    return np.exp(a - (ALPHA + b) * (np.log(t) - np.log(100)) + noise)
+
+
+def _coverage(intervals, truth: float) -> float:
+    return float(np.mean([lo <= truth <= hi for lo, hi in intervals]))
+
+
+@pytest.mark.parametrize("n_pairs", [8, 16])
+def test_alpha_interval_covers_at_the_pair_counts_used(n_pairs):
+    rng = np.random.default_rng(n_pairs)
+    t = np.arange(1, T + 1)
+    truth = _true_alpha(SPREAD["exponent"])
+    intervals = [fit_power_law(t, _offsets(rng, n_pairs), t_min=T_MIN, seed=k).ci for k in range(DATASETS)]
+    assert _coverage(intervals, truth) >= 0.93
+
+
+def test_hierarchical_interval_covers_with_three_seeds():
+    """3 seeds of 4 pairs, each seed shifting its pairs' level and exponent alike (a seed effect as
+    large as the pairs' own spread): the interval resamples seeds, then pairs, with 2 degrees of
+    freedom."""
+    rng = np.random.default_rng(3)
+    t = np.arange(1, T + 1)
+    groups = np.repeat(np.arange(3), 4)
+    truth = _true_alpha(SPREAD["exponent"] * np.sqrt(2))  # pair and seed exponent spreads add
+    intervals = []
+    for k in range(DATASETS // 2):
+        d = _offsets(rng, 12, level_shift=np.repeat(rng.normal(0, SPREAD["level"], 3), 4))
+        seed_exponent = np.repeat(rng.normal(0, SPREAD["exponent"], 3), 4)[:, None]
+        d = d * np.exp(-seed_exponent * (np.log(t) - np.log(100)))
+        intervals.append(fit_power_law(t, d, t_min=T_MIN, groups=groups, seed=k).ci)
+    assert _coverage(intervals, truth) >= 0.93
+
+
+def test_difference_interval_covers_zero_between_two_samples_of_one_population():
+    """Two independent sets of 8 pairs from the same population: the interval of the difference of
+    their alphas must hold 0 at least 93 % of the time."""
+    rng = np.random.default_rng(5)
+    t = np.arange(1, T + 1)
+    intervals = [alpha_difference(t, _offsets(rng, 8), _offsets(rng, 8), t_min=T_MIN, seed=k).ci
+                 for k in range(DATASETS // 2)]
+    assert _coverage(intervals, 0.0) >= 0.93
