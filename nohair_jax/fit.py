@@ -323,7 +323,7 @@ def fit_power_law(
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:  # one pair has no interval, not [alpha, alpha]
         boot = _bootstrap_alphas(d_used, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed, groups))
         units = _units(d.shape[0], groups)
-        ci = t_interval(float(-slope), _standard_error(boot, units), units - 1, confidence)
+        ci = t_interval(float(-slope), float(_standard_error(boot, units)), units - 1, confidence)
         dof = units - 1
 
     return PowerLawFit(
@@ -381,11 +381,12 @@ def _units(n_pairs: int, groups) -> int:
     return n_groups if n_groups > 1 else n_pairs
 
 
-def _standard_error(replicates: np.ndarray, units: int) -> float:
-    """The standard error of a statistic from its bootstrap replicates over ``units`` resampled
-    units (pairs, or groups in a hierarchical bootstrap), scaled by ``sqrt(units / (units - 1))``:
-    the bootstrap's variance of a mean is the plug-in ``(units - 1) / units`` of the unbiased one."""
-    return float(np.std(replicates, ddof=1) * np.sqrt(units / max(units - 1, 1)))
+def _standard_error(replicates: np.ndarray, units: int) -> np.ndarray:
+    """The standard error of a statistic from its bootstrap replicates ``[n_boot, ...]`` over ``units``
+    resampled units (pairs, or groups in a hierarchical bootstrap), scaled by ``sqrt(units / (units -
+    1))``: the bootstrap's variance of a mean is the plug-in ``(units - 1) / units`` of the unbiased
+    one. Shape ``[...]``."""
+    return np.std(replicates, axis=0, ddof=1) * np.sqrt(units / max(units - 1, 1))
 
 
 def _welch_dof(se: list[float], dof: list[int]) -> float:
@@ -482,7 +483,7 @@ def alpha_difference(
     ci = dof = None
     if n_boot > 0:
         units = [_units(np.asarray(d).shape[0], g) for d, g in ((d_a, groups_a), (d_b, groups_b))]
-        se = [_standard_error(b, n) for b, n in zip(boots, units)]
+        se = [float(_standard_error(b, n)) for b, n in zip(boots, units)]
         dof = _welch_dof(se, [n - 1 for n in units])
         ci = t_interval(fitted[0] - fitted[1], float(np.hypot(*se)), dof, confidence)
     return AlphaDifference(difference=fitted[0] - fitted[1], ci=ci, alpha_a=fitted[0], alpha_b=fitted[1],
@@ -498,11 +499,12 @@ class PowerLawTolerance:
     """Result of ``power_law_tolerance``: how far a curve is from a power law on one window.
 
     deviation: the largest ``|log residual|`` of the best power law over the bins of the log-binned
-    summary curve (natural log: 0.10 is about 10 %); ci: its t-interval over pairs. holdout: the
+    summary curve (natural log: 0.10 is about 10 %); ci: its interval over pairs. holdout: the
     largest ``|log residual|`` on the window's second half (in ``log t``) of the power law fitted to
-    its first half, a prediction; holdout_ci: its interval. Intervals: ``t_interval`` with a
-    bootstrap standard error, None for one curve. alpha: the best power law's exponent. decades:
-    ``log10(t_end / t_start)`` of the window. cv_error: law (``DECAY_LAWS`` and every reference
+    its first half, a prediction; holdout_ci: its interval. Intervals (``_largest_abs_interval``):
+    from per-bin t-intervals of the residuals, bootstrap standard errors; the upper end at 95 % per
+    bin, the lower end at 95 % over all bins at once; None for one curve. alpha: the best power
+    law's exponent. decades: ``log10(t_end / t_start)`` of the window. cv_error: law (``DECAY_LAWS`` and every reference
     shape given) -> root-mean-square log error of the law fitted to one half of the pairs against
     the binned mean curve of the other half (even against odd pairs, both ways); None with fewer
     than 4 curves.
@@ -563,26 +565,29 @@ def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summar
     first = x <= (x[0] + x[-1]) / 2
     d_used = d[..., window]
 
-    def deviations(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Largest |log residual| over the window, and on its second half predicted from its first:
-        each ``[...]`` for binned log curves ``[..., n_bins]``."""
+    def residuals(curves: np.ndarray) -> np.ndarray:
+        """Log residuals of binned log curves ``[..., n_bins]`` from their best power law over the
+        window, then on the window's second half from the power law fitted to its first half:
+        ``[..., n_bins + n_second]``."""
         slope, intercept, _ = _ols_loglog(x, curves)
-        whole = np.abs(curves - slope[..., None] * x - intercept[..., None]).max(-1)
+        whole = curves - slope[..., None] * x - intercept[..., None]
         slope, intercept, _ = _ols_loglog(x[first], curves[..., first])
-        ahead = np.abs(curves[..., ~first] - slope[..., None] * x[~first] - intercept[..., None]).max(-1)
-        return whole, ahead
+        ahead = curves[..., ~first] - slope[..., None] * x[~first] - intercept[..., None]
+        return np.concatenate([whole, ahead], axis=-1)
 
     y = _bin_mean(np.log(summary_curve(d_used, summary)), starts)
-    deviation, holdout = (float(v) for v in deviations(y))
+    r = residuals(y)
+    parts = (slice(0, len(x)), slice(len(x), None))  # the whole window's residuals; the prediction's
+    deviation, holdout = (float(np.abs(r[part]).max()) for part in parts)
     ci = holdout_ci = None
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:
         resamples = bootstrap_indices(d.shape[0], n_boot, seed, groups)
         chunk = max(1, _BOOT_CHUNK_ELEMENTS // d_used.size)
-        boot = np.concatenate([np.stack(deviations(_bin_mean(np.log(summary_curve(d_used[idx], summary)), starts)), -1)
+        boot = np.concatenate([residuals(_bin_mean(np.log(summary_curve(d_used[idx], summary)), starts))
                                for idx in np.split(resamples, range(chunk, len(resamples), chunk))])
         units = _units(d.shape[0], groups)
-        ci, holdout_ci = (t_interval(v, _standard_error(boot[:, k], units), units - 1, confidence)
-                          for k, v in enumerate((deviation, holdout)))
+        se = _standard_error(boot, units)  # per bin
+        ci, holdout_ci = (_largest_abs_interval(r[part], se[part], units - 1, confidence) for part in parts)
     cv_error = None
     if d.ndim == 2 and d.shape[0] >= 4:
         binned = {name: _bin_mean(np.log(np.asarray(shape, dtype=np.float64)[window]), starts)
@@ -597,6 +602,27 @@ def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summar
         decades=float(np.log10(t_used[-1] / t_used[0])), t_range=(_py(t_used[0]), _py(t_used[-1])),
         n_bins=len(starts), cv_error=cv_error,
     )
+
+
+def _largest_abs_interval(values: np.ndarray, se: np.ndarray, dof: float, confidence: float) -> tuple[float, float]:
+    """An interval for ``max_b |v_b|`` from per-bin t-intervals ``v_b -+ q se_b`` (``n`` bins).
+
+    The upper end is the largest upper end of ``|v_b|`` over the bins with each interval at
+    ``confidence``: at or below a tolerance, every bin lies within it, each at 95 % (all must hold,
+    so no correction is needed). The lower end is the largest lower end of ``|v_b|`` with each
+    interval widened for the ``n`` bins (Bonferroni): above a tolerance, some bin lies beyond it with
+    95 % confidence over all bins at once. A largest |residual| itself is pushed up by noise; these
+    per-bin intervals are not (their coverage: ``tests/test_coverage.py``)."""
+    from scipy.stats import t as student_t
+
+    def abs_bounds(q: float) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = values - q * se, values + q * se
+        straddles = (lo <= 0) & (hi >= 0)
+        return np.where(straddles, 0.0, np.minimum(np.abs(lo), np.abs(hi))), np.maximum(np.abs(lo), np.abs(hi))
+
+    each = student_t.ppf((1 + confidence) / 2, dof)
+    every = student_t.ppf(1 - (1 - confidence) / (2 * values.size), dof)
+    return float(abs_bounds(every)[0].max()), float(abs_bounds(each)[1].max())
 
 
 def _decay_law_fits(x: np.ndarray, y: np.ndarray, shapes: dict) -> dict:
