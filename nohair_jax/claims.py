@@ -363,7 +363,7 @@ def _short_of_trained(runs: list[dict]) -> str | None:
         reasons.append("no held-out loss history was saved")
     elif any(not share < PLATEAU_SHARE for share in shares):
         reasons.append("the held-out loss was still falling: the last fifth of training lowered it by "
-                       + ", ".join(f"{share:.0%}" for share in shares) + f" of its whole drop (levelled off: below "
+                       + ", ".join(f"{share:.1%}" for share in shares) + f" of its whole drop (levelled off: below "
                        f"{PLATEAU_SHARE:.0%})")
     return "; ".join(reasons) or None
 

@@ -114,7 +114,7 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
         "depth_length_sweep": ("quick", dict(
             depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
             lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
-            shared=dict(seeds=(0, 1), n_pairs=4, fit_t_min=32, n_boot=1000),
+            shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
         )),
         "consensus": ("quick", dict(draws=128)),
         "control_threshold": ("quick", dict(
