@@ -7,8 +7,9 @@ fit window, the interval and the float32 noise floor of ``nohair offsets``.
     python experiments/untrained_alpha.py --out results/untrained_alpha            # quick: T 2048, 16 pairs
     python experiments/untrained_alpha.py --profile full --out results/untrained_alpha  # GPU-sized
 
-Writes ``<out>/depth_<L>/{offsets.npz, fit.json, offsets.png}``, ``<out>/summary.json`` and
-``<out>/alpha_vs_layer.png`` (drawn from summary.json).
+Writes ``<out>/depth_<L>/{offsets.npz, fit.json, offsets.png}``, ``<out>/summary.json``,
+``<out>/alpha_vs_layer.png`` and ``<out>/power_law.png`` (each depth's last layer against a power
+law at the claim's tolerances), both drawn from summary.json.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     result = dict(profile=profile, settings=p, seed=seed, paper_range_untrained=[0.2, 0.5], rows=rows)
     save_json(out / "summary.json", result)
     draw(out)
+    draw_power_law(out)
     return result
 
 
@@ -82,6 +84,39 @@ def draw(out: Path) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(out / "alpha_vs_layer.png", fig)
+
+
+def draw_power_law(out: Path) -> None:
+    """``power_law.png``: each depth's last layer, the log residuals of its best power law and of the
+    power law fitted to the window's first half (a prediction of the second), against the tolerances
+    the claim is judged at (``claims.POWER_LAW_TOLERANCES``)."""
+    from nohair_jax.claims import POWER_LAW_TOLERANCE, POWER_LAW_TOLERANCES
+
+    saved = load_json(out / "summary.json")
+    fig = Figure(figsize=(11, 4))
+    ax_fit, ax_ahead = fig.subplots(1, 2, sharey=True)
+    for row in saved["rows"]:
+        record = nh.fit_from_dict(row["power_law"][-1]) if row.get("power_law") else None
+        if not isinstance(record, nh.PowerLawTolerance):
+            continue
+        t_bin = np.asarray(record.t_bin)
+        label = f"depth {row['depth']}, last layer"
+        ax_fit.semilogx(t_bin, record.residuals, "o-", ms=3, label=label)
+        ax_ahead.semilogx(t_bin[len(t_bin) - len(record.holdout_residuals):], record.holdout_residuals, "o-", ms=3,
+                          label=label)
+    for ax in (ax_fit, ax_ahead):
+        for tol in POWER_LAW_TOLERANCES:
+            style = dict(color="grey", lw=1.2 if tol == POWER_LAW_TOLERANCE else 0.6,
+                         ls="-" if tol == POWER_LAW_TOLERANCE else ":")
+            ax.axhline(tol, **style)
+            ax.axhline(-tol, **style)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xlabel("continuation position t")
+    ax_fit.set(ylabel="log residual (0.10: about 10 %)", title="best power law over the window")
+    ax_ahead.set(title="second half, predicted from the first")
+    ax_fit.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(out / "power_law.png", fig)
 
 
 def main() -> None:

@@ -156,9 +156,10 @@ def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | PowerLawTolera
         return FitRefused(saved["error"])
     if "deviation" in saved:
         plain = lambda ci: None if ci is None else tuple(ci)  # noqa: E731
-        return PowerLawTolerance(**{**{name: saved[name] for name in PowerLawTolerance.__dataclass_fields__},
+        return PowerLawTolerance(**{**{name: saved.get(name, ()) for name in PowerLawTolerance.__dataclass_fields__},
                                     "ci": plain(saved["ci"]), "holdout_ci": plain(saved["holdout_ci"]),
-                                    "t_range": tuple(saved["t_range"])})
+                                    **{name: tuple(saved.get(name, ())) for name in
+                                       ("t_range", "t_bin", "residuals", "holdout_residuals")}})
     kind = AlphaDifference if "difference" in saved else PowerLawFit
     values = {name: saved.get(name) for name in kind.__dataclass_fields__}  # records before ``dof`` lack it: None
     ci = values["ci"]
@@ -504,10 +505,12 @@ class PowerLawTolerance:
     its first half, a prediction; holdout_ci: its interval. Intervals (``_largest_abs_interval``):
     from per-bin t-intervals of the residuals, bootstrap standard errors; the upper end at 95 % per
     bin, the lower end at 95 % over all bins at once; None for one curve. alpha: the best power
-    law's exponent. decades: ``log10(t_end / t_start)`` of the window. cv_error: law (``DECAY_LAWS`` and every reference
-    shape given) -> root-mean-square log error of the law fitted to one half of the pairs against
-    the binned mean curve of the other half (even against odd pairs, both ways); None with fewer
-    than 4 curves.
+    law's exponent. decades: ``log10(t_end / t_start)`` of the window. cv_error: law (``DECAY_LAWS``
+    and every reference shape given) -> root-mean-square log error of the law fitted to one half of
+    the pairs against the binned mean curve of the other half (even against odd pairs, both ways);
+    None with fewer than 4 curves. t_bin: the bins' positions (geometric mean of their t);
+    residuals: the log residual at each bin; holdout_residuals: the prediction's, at the last
+    ``len(holdout_residuals)`` bins (what a figure draws).
     """
 
     deviation: float
@@ -519,6 +522,9 @@ class PowerLawTolerance:
     t_range: tuple[int, int]
     n_bins: int
     cv_error: dict | None
+    t_bin: tuple[float, ...] = ()
+    residuals: tuple[float, ...] = ()
+    holdout_residuals: tuple[float, ...] = ()
 
     def within(self, tolerance: float) -> bool | None:
         """True when both intervals' upper ends (the values themselves without intervals) are at most
@@ -533,7 +539,8 @@ class PowerLawTolerance:
         plain = lambda ci: None if ci is None else list(ci)  # noqa: E731
         return dict(deviation=self.deviation, ci=plain(self.ci), holdout=self.holdout, holdout_ci=plain(self.holdout_ci),
                     alpha=self.alpha, decades=self.decades, t_range=list(self.t_range), n_bins=self.n_bins,
-                    cv_error=self.cv_error)
+                    cv_error=self.cv_error, t_bin=list(self.t_bin), residuals=list(self.residuals),
+                    holdout_residuals=list(self.holdout_residuals))
 
 
 def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summary="mean", n_boot=1000,
@@ -600,7 +607,8 @@ def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summar
     return PowerLawTolerance(
         deviation=deviation, ci=ci, holdout=holdout, holdout_ci=holdout_ci, alpha=float(-slope),
         decades=float(np.log10(t_used[-1] / t_used[0])), t_range=(_py(t_used[0]), _py(t_used[-1])),
-        n_bins=len(starts), cv_error=cv_error,
+        n_bins=len(starts), cv_error=cv_error, t_bin=tuple(np.exp(x).tolist()), residuals=tuple(r[parts[0]].tolist()),
+        holdout_residuals=tuple(r[parts[1]].tolist()),
     )
 
 

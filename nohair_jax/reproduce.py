@@ -55,7 +55,7 @@ PARTS = (
          "conditions, direct read against relay, token dynamics across depth, and a system-prompt pair's KL half-life."),
     Part("relay_model", "The solvable relay model", "summary.json", ("relay_model.png",),
          "The linear relay recursion, its exact rational and closed forms, and its shape against the bound's."),
-    Part("untrained_alpha", "Untrained models: alpha per layer", "summary.json", ("alpha_vs_layer.png",),
+    Part("untrained_alpha", "Untrained models: alpha per layer", "summary.json", ("alpha_vs_layer.png", "power_law.png"),
          "Offsets of random-init models at several depths, fitted per layer above the float32 noise floor."),
     Part("untrained_vs_relay", "Local exponent: untrained network and relay model", "local_exponent.json",
          ("local_exponent.png",), "The local exponent of the measured offsets beside the solvable model's, per layer."),
