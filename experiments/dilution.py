@@ -89,7 +89,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         row["relay"] = relay_alphas(p["prompt_len"], p["length"], pooled["uniform"].fits, p["t_min"])
         rows.append(row)
     summary = dict(profile=profile, settings=p, seed=seed, variants=dict(VARIANTS), rows=rows,
-                   interval="hierarchical bootstrap: seeds, then pairs within them")
+                   interval="t-interval, standard error from a bootstrap over seeds, then pairs within them")
     save_json(out / "summary.json", summary)
     draw(out)
     return summary

@@ -114,7 +114,10 @@ def draw_power_law(out: Path) -> None:
         ax.set_xlabel("continuation position t")
     ax_fit.set(ylabel="log residual (0.10: about 10 %)", title="best power law over the window")
     ax_ahead.set(title="second half, predicted from the first")
-    ax_fit.legend(fontsize=8)
+    if ax_fit.get_legend_handles_labels()[0]:
+        ax_fit.legend(fontsize=8)
+    else:  # every window too short (a smoke run): say so rather than draw an empty legend
+        ax_fit.text(0.5, 0.5, "no layer's window holds 6 bins", transform=ax_fit.transAxes, ha="center")
     fig.tight_layout()
     save_figure(out / "power_law.png", fig)
 
