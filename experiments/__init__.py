@@ -43,6 +43,23 @@ def relay_alphas(prompt_len: int, length: int, fits, t_min: int) -> list[float]:
             for layer, w in enumerate(windows, start=1)]
 
 
+# The rise of the local exponent is measured from t = 4: bins of one position at t = 1..3 hold the log
+# of a mean of few noisy pairs, which is biased (its interval then covered 91 %; from t = 4, 95 to 97 %).
+RISE_T_MIN = 4
+
+
+def exponent_rise(t, l2_layer, prompt_len: int, layer: int, groups=None) -> dict:
+    """The network's rise of the local exponent at one layer (``fit.local_exponent_rise`` of
+    ``l2_layer [n_pairs, T]`` from ``RISE_T_MIN``) and the relay model's on the same grid of t:
+    ``dict(rise=ExponentRise dict, relay_rise=float)``, what the claims on the rise read."""
+    import nohair_jax as nh
+
+    t_grid, _ = nh.local_exponent(t, l2_layer, t_min=RISE_T_MIN)
+    relay = np.asarray(nh.relay.local_exponent(prompt_len, t_grid, layer))
+    return dict(rise=nh.local_exponent_rise(t, l2_layer, t_min=RISE_T_MIN, groups=groups).to_dict(),
+                relay_rise=float(nh.quarter_rise(relay)))
+
+
 def real_model_at_init(cfg, seed: int):
     """A fresh ``Transformer`` of the real model's config ``cfg`` with the initialisation its authors
     state (``PackagedModel.initial_config``: for SmolLM2-135M every weight matrix N(0, 1/24)), from

@@ -44,7 +44,8 @@ from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
 from nohair_jax.figures import drawn_layers
 from nohair_jax.experiments import (REAL_MODEL, experiment_parser, first_layers, heldout_text_tokens, parse_experiment_args,
-                                    real_model_at_init, real_model_available, relay_alphas, with_prompt_logit_bias)
+                                    exponent_rise, real_model_at_init, real_model_available, relay_alphas,
+                                    with_prompt_logit_bias)
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.layer_measures import layer_measures
 
@@ -124,7 +125,8 @@ def _local_exponents(pooled: nh.Pooled, prompt_len: int) -> list[dict]:
     for layer in sorted({min(2, n_layers), max(1, n_layers // 2), n_layers}):
         t_grid, network = nh.local_exponent(pooled.t, pooled.l2[:, layer])
         rows.append(dict(layer=layer, t=t_grid, network=network,
-                         relay=np.asarray(nh.relay.local_exponent(prompt_len, t_grid, layer))))
+                         relay=np.asarray(nh.relay.local_exponent(prompt_len, t_grid, layer)),
+                         **exponent_rise(pooled.t, pooled.l2[:, layer], prompt_len, layer, groups=pooled.groups)))
     return rows
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
+from nohair_jax.experiments import exponent_rise, experiment_parser, parse_experiment_args, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {
@@ -38,7 +38,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     for layer in range(1, p["depth"] + 1):
         t_grid, network = nh.local_exponent(off.t, off.l2[:, layer])
         layers.append(dict(
-            layer=layer, t=t_grid, network=network,
+            layer=layer, t=t_grid, network=network, **exponent_rise(off.t, off.l2[:, layer], p["prompt_len"], layer),
             relay=np.asarray(nh.relay.local_exponent(p["prompt_len"], t_grid, layer)),
             relay_residual=np.asarray(nh.relay.local_exponent(p["prompt_len"], t_grid, layer, residual=True)),
         ))

@@ -510,20 +510,32 @@ def _llm_exponent_rise(s):
                                     + judged.measured)
 
 
+RISE_MARGIN = 0.05  # a local exponent "rises" across the window by more than this, first to last quarter
+
+
 def _rise(layers: list[dict]) -> Judgement:
-    """Both the network's and the relay model's local exponent rise, first to last quarter of t, in every layer."""
+    """The relay model reproduces the network's rise of the local exponent (``fit.local_exponent_rise``,
+    first to last quarter of the log bins), layer by layer: agree when in every layer the network's
+    rise interval lies above 0 and the relay model rises by more than ``RISE_MARGIN``; disagree when in
+    some layer the two part ways beyond doubt (the network's interval, widened for the number of
+    layers, lies above 0 while the relay model does not rise, or below 0 while it does); otherwise
+    not measured."""
     if not layers:
         return _unmeasured("needs depth >= 2")
-    rises, parts, quarters = [], [], {}
-    for row in layers:
-        net = np.asarray([np.nan if v is None else v for v in row["network"]], dtype=float)
-        ok = np.flatnonzero(np.isfinite(net))
-        first, last = net[ok[: max(1, len(ok) // 4)]].mean(), net[ok[-max(1, len(ok) // 4):]].mean()
-        rises.append(last > first and row["relay"][-1] > row["relay"][0])
-        quarters[row["layer"]] = [float(first), float(last)]
-        parts.append(f"layer {row['layer']}: {first:.2f} -> {last:.2f} (relay {row['relay'][0]:.2f} -> {row['relay'][-1]:.2f})")
-    return _judged("local exponent, first to last quarter of t: " + "; ".join(parts), None, all(rises),
-                   network_first_last_quarter=quarters)
+    if any("rise" not in row for row in layers):
+        return _unmeasured("the rise of the local exponent was not saved with an interval")
+    rises = [fit_from_dict(row["rise"]) for row in layers]
+    relay = [row["relay_rise"] for row in layers]
+    wide = [bonferroni(r.ci, r.dof, len(rises), r.confidence) for r in rises]
+    both = [r.ci is not None and r.ci[0] > 0 and q > RISE_MARGIN for r, q in zip(rises, relay)]
+    apart = [w is not None and ((w[0] > 0 and q <= RISE_MARGIN) or (w[1] < 0 and q > RISE_MARGIN))
+             for w, q in zip(wide, relay)]
+    verdict = "agree" if all(both) else "disagree" if any(apart) else NOT_MEASURED
+    text = "local exponent, first to last quarter of t: " + "; ".join(
+        f"layer {row['layer']}: {r.first:.2f} -> {r.last:.2f}, rise {r.brief()} (relay {q:+.2f})"
+        for row, r, q in zip(layers, rises, relay))
+    return Judgement(text, None, verdict, dict(network_rise=[r.to_dict() for r in rises], relay_rise=relay,
+                                               layers=[row["layer"] for row in layers]))
 
 
 EARLY_FRACTION = 0.05  # "early in training": the first 5 % of the steps
@@ -850,6 +862,11 @@ def _sink_shared(s):
 _WINDOW = "alpha fitted on t in [32, T] (ended early where the float32 noise floor, measured against float64, is near)"
 _RANGE = ("Agree if the 95 % t-interval of the last layer's alpha over pairs overlaps the paper's range, "
           "disagree if it lies entirely outside it; not measured if the last layer cannot be fitted")
+_RISE = ("The rise: the mean local exponent over the last quarter of the log-t bins from t = 4 to T minus over the "
+         "first quarter, with a 95 % t-interval over pairs; the relay model's on the same grid at the same P and depth. Agree if in "
+         f"every layer the network's interval lies above 0 and the relay model rises by more than {RISE_MARGIN}; "
+         "disagree if in some layer they part ways beyond doubt (the network's interval, widened for the number of "
+         "layers, above 0 while the relay model does not rise, or below 0 while it does); otherwise not measured.")
 _TRAINED = (f"A trained model counts only when its held-out loss levelled off (the last fifth of training lowered it "
             f"by less than {PLATEAU_SHARE:.0%} of its whole drop) and {MIN_SEEDS} seeds were trained and agree; "
             "otherwise not measured at this scale, with the numbers shown.")
@@ -962,15 +979,11 @@ CLAIMS = (
           "monotonically, stays at or below 1 / (L-1)! and ends above half of it; fail otherwise.", _bound_tight, CHECK),
     Claim("exponent_rise", "The relay model reproduces the rise of the local exponent towards 1 seen in untrained networks",
           "local exponent rises with t", ("untrained_vs_relay",),
-          "Per layer >= 2 of an untrained network, the mean local exponent over the last quarter of the log-t bins "
-          "against the first quarter, and the relay model's last against its first. Agree if both rise in every layer; "
-          "disagree otherwise.", _exponent_rise),
+          "Every layer >= 2 of a small untrained network. " + _RISE, _exponent_rise),
     Claim("llm_exponent_rise", "The relay model reproduces the rise of the local exponent towards 1 seen in untrained "
           "networks (SmolLM2's config at its stated initialisation)", "local exponent rises with t", ("real_model",),
           "Layers 2, L/2 and L (chosen beforehand) of SmolLM2's config at its stated initialisation, every seed's pairs "
-          "pooled: the mean local exponent over the last quarter of the log-t bins against the first quarter, and the "
-          "relay model's at the same P and depth. Agree if both rise in every one of these layers; disagree otherwise.",
-          _llm_exponent_rise),
+          "(the interval over seeds, then pairs). " + _RISE, _llm_exponent_rise),
     Claim("no_bias_trained", "Without the logit bias, trained models forget (last layer, last step)", "alpha 0.55 to 0.7",
           ("logit_bias",), "The model trained without the bias, at the last measured step, alpha on t in [32, C - P] "
           f"inside its training context C. {_RANGE} [0.55, 0.7]. " + _TRAINED,

@@ -66,6 +66,9 @@ __all__ = [
     "noise_floor_curve",
     "power_law_tolerance",
     "summary_curve",
+    "ExponentRise",
+    "local_exponent_rise",
+    "quarter_rise",
     "t_interval",
     "bonferroni",
 ]
@@ -154,6 +157,9 @@ def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | PowerLawTolera
     that results of earlier runs (reused by ``nohair reproduce``) are judged alike."""
     if "error" in saved:
         return FitRefused(saved["error"])
+    if "rise" in saved:
+        return ExponentRise(**{**saved, "ci": None if saved["ci"] is None else tuple(saved["ci"]),
+                               "t_range": tuple(saved["t_range"])})
     if "deviation" in saved:
         plain = lambda ci: None if ci is None else tuple(ci)  # noqa: E731
         return PowerLawTolerance(**{**{name: saved.get(name, ()) for name in PowerLawTolerance.__dataclass_fields__},
@@ -674,6 +680,64 @@ def local_exponent(t, d, *, bins_per_decade=8, summary="mean", t_min=1, t_max=No
     log_t = _bin_mean(np.log(t[window]), starts)
     log_y = _bin_mean(np.log(summary_curve(d[..., window], summary)), starts)
     return np.exp((log_t[1:] + log_t[:-1]) / 2), -np.diff(log_y) / np.diff(log_t)
+
+
+def quarter_rise(exponents) -> float:
+    """The mean of the last quarter of a local-exponent curve ``[..., n]`` minus the mean of its first
+    quarter (``max(1, n // 4)`` points each): how much the exponent rises across the window."""
+    exponents = np.asarray(exponents, dtype=np.float64)
+    k = max(1, exponents.shape[-1] // 4)
+    return exponents[..., -k:].mean(-1) - exponents[..., :k].mean(-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExponentRise:
+    """Result of ``local_exponent_rise``: ``rise`` = ``last - first``, the mean local exponent over
+    the last quarter of the log bins minus over the first quarter; its t-interval ``ci`` over pairs
+    at ``confidence`` with ``dof`` degrees of freedom (bootstrap standard error; None for one curve);
+    ``t_range``: the first and last point of the local exponent's grid (positions)."""
+
+    rise: float
+    ci: tuple[float, float] | None
+    first: float
+    last: float
+    t_range: tuple[float, float]
+    confidence: float
+    dof: float | None
+
+    def brief(self, spec: str = "+.2f") -> str:
+        """The rise and its interval, ``"+0.52 [+0.40, +0.61]"``."""
+        return format(self.rise, spec) + ("" if self.ci is None else f" [{self.ci[0]:{spec}}, {self.ci[1]:{spec}}]")
+
+    def to_dict(self) -> dict:
+        return dict(rise=self.rise, ci=None if self.ci is None else list(self.ci), first=self.first, last=self.last,
+                    t_range=list(self.t_range), confidence=self.confidence, dof=self.dof)
+
+
+def local_exponent_rise(t, d, *, t_min=1, t_max=None, bins_per_decade=8, n_boot=1000, confidence=0.95, seed=0,
+                        groups=None) -> ExponentRise:
+    """How much the local exponent of the mean curve of ``d [n_pairs, T]`` (or ``[T]``) rises from the
+    first to the last quarter of its log bins on ``[t_min, t_max]`` (``local_exponent``, ``quarter_rise``),
+    with a t-interval over pairs (``groups``: seeds, then pairs, as ``fit_power_law``)."""
+    t, d = _check_curves(t, d)
+    _check_confidence(confidence)
+    t_max = t[-1] if t_max is None else t_max
+    t_grid, exponents = local_exponent(t, d, bins_per_decade=bins_per_decade, t_min=t_min, t_max=t_max)
+    ci = dof = None
+    if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:
+        window = (t >= t_min) & (t <= t_max)
+        _, starts = _log_bins(t[window], t_min, t_max, bins_per_decade)
+        log_t = _bin_mean(np.log(t[window]), starts)
+        resamples, chunk = bootstrap_indices(d.shape[0], n_boot, seed, groups), max(1, _BOOT_CHUNK_ELEMENTS // d.size)
+        boot = np.concatenate([quarter_rise(-np.diff(_bin_mean(np.log(d[idx][..., window].mean(-2)), starts)) / np.diff(log_t))
+                               for idx in np.split(resamples, range(chunk, n_boot, chunk))])
+        units = _units(d.shape[0], groups)
+        dof = units - 1
+        ci = t_interval(float(quarter_rise(exponents)), float(_standard_error(boot, units)), dof, confidence)
+    k = max(1, exponents.size // 4)
+    return ExponentRise(rise=float(quarter_rise(exponents)), ci=ci, first=float(exponents[:k].mean()),
+                        last=float(exponents[-k:].mean()), t_range=(_py(t_grid[0]), _py(t_grid[-1])),
+                        confidence=float(confidence), dof=None if dof is None else float(dof))
 
 
 def alpha_vs_window(t, d, t_mins, t_maxs, **fit_kwargs) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 
 from nohair_jax.claims import CHECK, CLAIM, CLAIMS, NOT_MEASURED, judge_claims
 from nohair_jax.bound.records import ExplicitCheck, NotApplicable, ShapeCheck
-from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit, PowerLawTolerance
+from nohair_jax.fit import AlphaDifference, ExponentRise, FitRefused, PowerLawFit, PowerLawTolerance
 
 
 def fit(alpha, half_width=0.05, r2=0.99, window=(32, 1024)):
@@ -41,7 +41,7 @@ def difference(diff, half_width=0.05):
 
 
 def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1.5, 1.6, 1.2, 1.0), diffs=(0.3, 0.2),
-               slope=-0.1, direct=(0.95, 0.9), biased=0.03, init_exponent=(0.02, 0.05, 0.1, 0.2)):
+               slope=-0.1, direct=(0.95, 0.9), biased=0.03, init_rise=(0.5, 0.6)):
     side = dict(conditions=dict(logit_bound=[3.0, 5.0], sigma_min_attn=[0.1, 0.2], sigma_min_mlp=[0.3, 0.4],
                                 sqrt_eps=0.01, failures=list(failures)),
                 dynamics=dict(mlp_over_attn_bound=list(ratio), sphere_diameter=list(diameter)),
@@ -52,7 +52,7 @@ def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1
                                    split=dict(direct=[fit(a) if a is not None else FitRefused("floor").to_dict()
                                                       for a in direct])),
                                init=dict(fits=[fit(a) for a in init], seeds=[0, 1, 2], pairs_per_seed=4, **side,
-                                         local_exponent=[dict(layer=2, network=list(init_exponent), relay=[0.0, 0.3])]),
+                                         local_exponent=[rise_row(2, *init_rise)]),
                                trained_minus_init=[d if isinstance(d, dict) else difference(d) for d in diffs],
                                bias_at_inference=dict(pairs=8, rows=[
                                    dict(gamma=0.5, fit=fit(0.3), minus_none=difference(-0.3)),
@@ -110,8 +110,16 @@ def relay_model(ratios, limit=0.5):
                                            local_exponent=[0.01, 0.6])])}
 
 
-def untrained_vs_relay(network, relay=(0.01, 0.8)):
-    return {"untrained_vs_relay": dict(layers=[dict(layer=2, network=list(network), relay=list(relay))])}
+def rise_row(layer, rise, relay_rise, half_width=0.05):
+    """One layer's local-exponent rise as a part saves it (``ExponentRise.to_dict``, 7 degrees of
+    freedom) beside the relay model's rise on the same grid."""
+    record = ExponentRise(rise=rise, ci=(rise - half_width, rise + half_width), first=0.1, last=0.1 + rise,
+                          t_range=(1.4, 900.0), confidence=0.95, dof=7.0).to_dict()
+    return dict(layer=layer, rise=record, relay_rise=relay_rise)
+
+
+def untrained_vs_relay(rise, relay_rise=0.6):
+    return {"untrained_vs_relay": dict(layers=[rise_row(2, 0.5, 0.6), rise_row(3, rise, relay_rise)])}
 
 
 def dilution(uniform, biased):
@@ -224,7 +232,8 @@ CASES = {
                        NOT_MEASURED: real_model([0.6], [0.3], biased=None),
                        "not measured at this scale, across": real_model([0.6], [0.3], biased=0.1)},
     "llm_exponent_rise": {"agree": real_model([0.6], [0.3]),
-                          "disagree": real_model([0.6], [0.3], init_exponent=(0.2, 0.1, 0.05, 0.02))},
+                          "disagree": real_model([0.6], [0.3], init_rise=(0.2, 0.0)),  # the relay model does not rise
+                          NOT_MEASURED: real_model([0.6], [0.3], init_rise=(0.02, 0.6))},  # [-0.03, 0.07]
     "llm_direct_dilution": {"agree": real_model([0.6], [0.3], direct=(0.6, 0.93)),
                             "disagree": real_model([0.6], [0.3], direct=(0.6, 0.6)),
                             NOT_MEASURED: real_model([0.6], [0.3], direct=(0.6, 0.82))},  # [0.77, 0.87]: across -0.1
@@ -260,7 +269,10 @@ CASES = {
     # P / (P + t) with P = 16 on t in [32, 1024] has alpha 0.91.
     "direct_is_dilution": {"agree": direct_vs_relay(0.91, 0.88), "disagree": direct_vs_relay(0.91, 0.6)},
     "bound_tight_check": {"agree": relay_model([0.1, 0.3, 0.45]), "disagree": relay_model([0.1, 0.3, 0.2])},
-    "exponent_rise": {"agree": untrained_vs_relay([0.1, 0.2, 0.5, 0.8]), "disagree": untrained_vs_relay([0.8, 0.6, 0.3, 0.2])},
+    # Intervals +-0.05 on 7 degrees of freedom, widened to +-0.06 for 2 layers.
+    "exponent_rise": {"agree": untrained_vs_relay(0.4), "disagree": untrained_vs_relay(-0.3),  # falls; relay rises
+                      "disagree, relay flat": untrained_vs_relay(0.4, relay_rise=0.01),
+                      NOT_MEASURED: untrained_vs_relay(0.02)},
     "no_bias_trained": {"agree": biased([0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
                         "disagree": biased([0.6, 0.7, 0.5, 0.41], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
                         NOT_MEASURED: biased([0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW],

@@ -633,3 +633,17 @@ def test_t_interval_and_bonferroni_against_tabulated_quantiles():
     assert bonferroni(None, 5, 3) is None and bonferroni((0.2, 0.4), None, 3) is None
     with pytest.raises(ValueError, match="dof > 0"):
         t_interval(1.0, 0.1, 0)
+
+
+def test_local_exponent_rise_of_exact_curves():
+    from nohair_jax.fit import local_exponent_rise
+
+    t = np.arange(1, 4097, dtype=np.float64)
+    assert local_exponent_rise(t, 3 * t**-0.6).rise == pytest.approx(0, abs=1e-9)
+    # (log t)^2 / t: the local exponent is 1 - 2 / log t, so it rises across the window; with pairs, an interval.
+    result = local_exponent_rise(t, np.log(t + 1) ** 2 / t, t_min=16)
+    assert 0.2 < result.rise < 0.6 and result.ci is None and result.last > result.first
+    pairs = np.exp(np.random.default_rng(0).normal(0, 0.05, (6, t.size))) * np.log(t + 1) ** 2 / t
+    noisy = local_exponent_rise(t, pairs, t_min=16)
+    assert noisy.ci[0] < noisy.rise < noisy.ci[1] and noisy.dof == 5
+    assert fit_from_dict(json.loads(json.dumps(noisy.to_dict()))) == noisy
