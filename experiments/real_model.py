@@ -15,7 +15,9 @@ layer and t, alpha per layer above the measured float32 noise floor with t-inter
 pairs (at init: over seeds, then pairs within them), the trained-minus-init difference of alpha
 per layer as one interval, local exponents, next-token KL; on the trained model and one init seed: the bound's
 conditions (largest attention logit B per layer, sigma_min of every norm) and the token-dynamics
-measures across depth; on the trained model the direct-read versus relay split (the second paper's comparison of the
+measures across depth; the linear response (the Jacobian's norm beside the finite offsets, as the
+``linear_response`` part, on the first pairs of the trained model and every seed's pairs at init); on the trained
+model the direct-read versus relay split (the second paper's comparison of the
 control threshold with real LLMs). And the question a model builder asks: two system prompts
 (pirate against lawyer), many user messages cut from the text as continuations, the next-token
 KL against t and the prompt's half-life (``fit.kl_half_life``) with its interval over messages.
@@ -25,7 +27,8 @@ KL against t and the prompt's half-life (``fit.kl_half_life``) with its interval
 
 Writes ``trained/`` and ``init_seed<k>/`` (``offsets.npz``, ``fit.json``, ``offsets.png`` each),
 ``system_prompts.npz``, ``summary.json`` and the figures ``alpha_vs_layer.png``,
-``offsets_heatmap.png``, ``kl_half_life.png`` and ``conditions.png``, all drawn from the saved files.
+``offsets_heatmap.png``, ``kl_half_life.png``, ``conditions.png`` and ``linear_response.png``, all drawn
+from the saved files (``response.npz`` beside each ``offsets.npz``; ``trained/ratio.npz``, ``init/ratio.npz``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from nohair_jax.figures import drawn_layers
 from nohair_jax.experiments import (REAL_MODEL, experiment_parser, first_layers, heldout_text_tokens, parse_experiment_args,
                                     exponent_rise, real_model_at_init, real_model_available, relay_alphas,
                                     with_prompt_logit_bias)
+from nohair_jax.experiments.linear_response import draw_rows, response, response_row
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.layer_measures import layer_measures
 
@@ -54,13 +58,14 @@ PROFILES = {
     # first_layers keeps only the model's first blocks (smoke only: a 30-layer compile takes half a minute).
     "smoke": dict(first_layers=2, prompt_len=4, length=64, n_pairs=2, init_seeds=(0,), init_pairs=2, side_pairs=1,
                   system_messages=2, system_length=32, dynamics_windows=2, dynamics_len=32, fit_t_min=8, n_boot=200,
-                  bias_gammas=(1.0,), bias_pairs=2, split_pairs=2),
+                  bias_gammas=(1.0,), bias_pairs=2, split_pairs=2, response_pairs=2, n_random=2),
     "quick": dict(first_layers=None, prompt_len=16, length=1024, n_pairs=16, init_seeds=(0, 1, 2), init_pairs=4, side_pairs=2,
                   system_messages=8, system_length=256, dynamics_windows=4, dynamics_len=256, fit_t_min=32, n_boot=1000,
-                  bias_gammas=(0.5, 1.0), bias_pairs=8, split_pairs=8),
+                  bias_gammas=(0.5, 1.0), bias_pairs=8, split_pairs=8, response_pairs=8, n_random=2),
     "full": dict(first_layers=None, prompt_len=16, length=4096, n_pairs=32, init_seeds=(0, 1, 2), init_pairs=16,
                  side_pairs=8, system_messages=32, system_length=1024, dynamics_windows=16, dynamics_len=512,
-                 fit_t_min=32, n_boot=1000, bias_gammas=(0.25, 0.5, 1.0), bias_pairs=16, split_pairs=16),
+                 fit_t_min=32, n_boot=1000, bias_gammas=(0.25, 0.5, 1.0), bias_pairs=16, split_pairs=16,
+                 response_pairs=16, n_random=4),
 }
 PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
 SYSTEM_PROMPTS = (
@@ -177,7 +182,9 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     how = dict(floor_pairs=1, kl_positions="log", fit_kwargs=_fits(p))
     trained = nh.measure(model, pairs, progress=True, **how)
     trained.save(out / "trained", meta=meta)
-    inits, measured, init0 = [], [], None
+    k = p["response_pairs"]
+    trained_response = response(model, nh.PromptPairs(*(x[:k] for x in pairs)), p["n_random"], out / "trained")
+    inits, measured, init_responses, init0 = [], [], [], None
     for seed in p["init_seeds"]:
         init = real_model_at_init(cfg, seed)
         if init0 is None:
@@ -185,6 +192,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
         sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
         m = nh.measure(init, sub, progress=True, **how)
         inits.append(dict(seed=seed, fits=m.save(out / f"init_seed{seed}", meta=dict(meta, init_seed=seed))["fits"]))
+        init_responses.append(response(init, sub, p["n_random"], out / f"init_seed{seed}"))
         measured.append(m)
     pooled = nh.pool(measured, **_fits(p))  # every seed's pairs; intervals resample seeds, then pairs within them
     t, init_floor = pooled.t, pooled.floor
@@ -210,6 +218,11 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
                   interval="t-interval, standard error from a bootstrap over seeds, then pairs within them",
                   **_side_measures(init0, pairs, windows, p, measured[0].offsets.l2, split=False)),  # the split: trained only
         trained_minus_init=difference,
+        # The Jacobian beside the finite offsets (the linear response part's comparison) on the same pairs.
+        linear_response=dict(
+            trained=response_row(t, trained_l2[:k], trained_floor, None, [trained_response], _fits(p), out / "trained"),
+            init=dict(seeds=list(p["init_seeds"]), **response_row(t, pooled.l2, init_floor, pooled.groups,
+                                                                 init_responses, _fits(p), out / "init"))),
         bias_at_inference=_bias_at_inference(model, pairs, trained, p, how),
         system_prompts=_system_prompts(model, tokenizer, text, p, out),
     )
@@ -320,6 +333,12 @@ def draw(out: Path) -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(out / "conditions.png", fig)
+
+    lr = s["linear_response"]
+    draw_rows(out / "linear_response.png", lr, out / "trained", "SmolLM2",
+              f"SmolLM2-135M-Instruct, the Jacobian beside the finite offsets: {lr['trained']['n_pairs']} held-out text "
+              f"pairs trained, {lr['init']['n_pairs']} at init (seeds {lr['init']['seeds']}), P = {p['prompt_len']}, "
+              f"T = {p['length']}")
 
 
 def main() -> None:

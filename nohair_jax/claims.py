@@ -794,42 +794,56 @@ RELATED = "related work (Jacobian token influence in Pythia and Qwen2.5)"
 SINK_FACTOR = 10  # a sink: an order of magnitude more attention than dilution gives
 
 
-def _jacobian(s, model: str, key: str):
-    """The last layer's record ``key`` of one model row of the linear response part."""
-    return fit_from_dict(s["linear_response"]["models"][model][key][-1])
+# The linear response's model rows: the project's model from its part, SmolLM2 and its config at init
+# from the real model's part (which computes them on the pairs whose finite offsets it measures).
+OWN_TRAINED, SMOLLM2_TRAINED, SMOLLM2_INIT = ("linear_response", "own trained"), ("real_model", "trained"), ("real_model", "init")
+_ROW_NAMES = {OWN_TRAINED: "the project's trained model", SMOLLM2_TRAINED: "SmolLM2", SMOLLM2_INIT: "SmolLM2's config at init"}
+
+
+def _response_row(s, row: tuple[str, str]) -> dict:
+    part, name = row
+    return (s[part]["models"] if part == "linear_response" else s[part]["linear_response"])[name]
+
+
+def _jacobian(s, row: tuple[str, str], key: str):
+    """The last layer's record ``key`` of one model row of the linear response."""
+    return fit_from_dict(_response_row(s, row)[key][-1])
+
+
+def _who(s, row: tuple[str, str]) -> str:
+    saved = _response_row(s, row)
+    return f"{_ROW_NAMES[row]}, {saved['n_pairs']} pairs" + (f", seeds {saved['seeds']}" if saved.get("seeds") else "")
 
 
 def _jacobian_is_finite(s):
-    diff, own = _jacobian(s, "SmolLM2 trained", "frobenius_minus_finite"), _jacobian(s, "own trained", "frobenius_minus_finite")
+    diff = _jacobian(s, SMOLLM2_TRAINED, "frobenius_minus_finite")
     if not _with_interval([diff]):
         return _unmeasured("the last layer's difference could not be fitted with an interval", refused=_refusals([diff]))
-    text = (f"SmolLM2, last layer, alpha(Jacobian) - alpha(finite): {diff.brief()} on t in {list(diff.t_range)} "
-            f"(alphas {diff.alpha_a:.2f} and {diff.alpha_b:.2f}); the project's trained model: {own.brief()}")
-    return _equivalence(text, [round(v, 3) for v in diff.ci], smollm2=diff.to_dict(), own_trained=own.to_dict())
+    text = (f"{_who(s, SMOLLM2_TRAINED)}, last layer, alpha(Jacobian) - alpha(finite): {diff.brief()} on t in "
+            f"{list(diff.t_range)} (alphas {diff.alpha_a:.2f} and {diff.alpha_b:.2f})")
+    own = _jacobian(s, OWN_TRAINED, "frobenius_minus_finite") if OWN_TRAINED[0] in s else None  # beside it, not judged
+    return _equivalence(text + ("" if own is None else f"; the project's trained model: {own.brief()}"),
+                        [round(v, 3) for v in diff.ci], smollm2=diff.to_dict(), own_trained=own and own.to_dict())
 
 
-def _jacobian_alpha(model: str, judge_fit: Callable[[PowerLawFit], bool], **evidence):
+def _jacobian_alpha(row: tuple[str, str], judge_fit: Callable[[PowerLawFit], bool], **evidence):
     """The last layer's Jacobian (Frobenius) alpha of one model row, judged by ``judge_fit``."""
     def judge(s):
-        fit, finite = _jacobian(s, model, "frobenius"), _jacobian(s, model, "finite")
+        fit, finite = _jacobian(s, row, "frobenius"), _jacobian(s, row, "finite")
         if isinstance(fit, FitRefused):
             return _unmeasured(f"the last layer's Jacobian could not be fitted: {fit.reason}")
-        row = s["linear_response"]["models"][model]
-        who = f"{model}, {row['n_pairs']} pairs" + (f", seeds {row['seeds']}" if row["seeds"] else "")
-        text = f"{fit.brief()} on t in {list(fit.t_range)} ({who}; the finite offsets' alpha {finite.brief()})"
+        text = f"{fit.brief()} on t in {list(fit.t_range)} ({_who(s, row)}; the finite offsets' alpha {finite.brief()})"
         return _judged(text, _interval(fit), judge_fit(fit), jacobian=fit.to_dict(), finite=finite.to_dict(), **evidence)
     return judge
 
 
-def _jacobian_no_decay(model: str):
+def _jacobian_no_decay(row: tuple[str, str]):
     """"No decay" of one model row's last-layer Jacobian alpha, by equivalence with 0."""
     def judge(s):
-        fit, finite = _jacobian(s, model, "frobenius"), _jacobian(s, model, "finite")
+        fit, finite = _jacobian(s, row, "frobenius"), _jacobian(s, row, "finite")
         if not isinstance(fit, PowerLawFit) or fit.ci is None:
             return _unmeasured("the last layer's Jacobian could not be fitted with an interval")
-        row = s["linear_response"]["models"][model]
-        text = (f"{fit.brief()} on t in {list(fit.t_range)} ({model}, {row['n_pairs']} pairs, seeds {row['seeds']}; "
-                f"the finite offsets' alpha {finite.brief()})")
+        text = f"{fit.brief()} on t in {list(fit.t_range)} ({_who(s, row)}; the finite offsets' alpha {finite.brief()})"
         return _equivalence(text, _interval(fit), jacobian=fit.to_dict(), finite=finite.to_dict())
     return judge
 
@@ -1077,7 +1091,7 @@ CLAIMS = (
           "over seeds, then pairs). Agree if every interval lies below 0 and the differences fall as gamma grows; "
           "disagree otherwise; not measured with fewer than two strengths.", _contrast_bias),
     Claim("jacobian_is_finite", "(This project) The prompt's linear response (the Jacobian's norm) decays with the "
-          "finite offsets' exponent (SmolLM2-135M-Instruct, last layer)", OWN, ("linear_response",),
+          "finite offsets' exponent (SmolLM2-135M-Instruct, last layer)", OWN, ("real_model",),
           "On the same held-out text pairs: alpha of the Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) "
           "minus alpha of the finite offsets, fitted on one common window above the finite offsets' noise floor, one "
           f"t-interval (both sides resampled independently). Equivalence, margin {EQUIVALENCE_MARGIN}: agree if the "
@@ -1085,17 +1099,17 @@ CLAIMS = (
           "measured.", _jacobian_is_finite),
     Claim("jacobian_trained_range", "(Related work) The Jacobian's token influence in trained language models decays "
           "as t^-alpha with alpha about 0.7 to 0.9 (SmolLM2-135M-Instruct, last layer)", f"{RELATED}: alpha 0.7 to 0.9",
-          ("linear_response",),
+          ("real_model",),
           "The Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) on held-out text pairs, fitted on t in [32, T] "
           "(no noise floor: a tangent is not a difference of nearly equal states). Agree if its 95 % interval over pairs "
           "overlaps [0.7, 0.9], disagree if it lies entirely outside; not measured if it cannot be fitted.",
-          _jacobian_alpha("SmolLM2 trained", lambda fit: _overlaps(fit, 0.7, 0.9), related_range=[0.7, 0.9])),
+          _jacobian_alpha(SMOLLM2_TRAINED, lambda fit: _overlaps(fit, 0.7, 0.9), related_range=[0.7, 0.9])),
     Claim("jacobian_absent_at_init", "(Related work) At random initialisation the Jacobian's token influence does not "
-          "decay (SmolLM2's config, last layer)", f"{RELATED}: no decay at random init", ("linear_response",),
+          "decay (SmolLM2's config, last layer)", f"{RELATED}: no decay at random init", ("real_model",),
           "The same Jacobian norm on fresh parameters of SmolLM2's config, several seeds (interval over seeds, then "
           f"pairs). Equivalence with no decay, margin {EQUIVALENCE_MARGIN}: agree if alpha's interval lies inside "
           "it, disagree if wholly outside, otherwise (or if it cannot be fitted) not measured.",
-          _jacobian_no_decay("SmolLM2 init")),
+          _jacobian_no_decay(SMOLLM2_INIT)),
     Claim("sink_first_token", "(This project) SmolLM2's first token is an attention sink, which training made: it "
           f"takes more than {SINK_FACTOR} times its dilution share in most layers, and not at initialisation", OWN,
           ("sinks",),
@@ -1118,15 +1132,17 @@ def part_claims_text(part: str, summary: dict) -> str:
                      for j in (c.judge({part: summary}),))
 
 
-def judge_claims(summaries: dict) -> list[dict]:
+def judge_claims(summaries: dict, why_absent: dict | None = None) -> list[dict]:
     """The claims table: one dict per claim (and check) with id, kind, claim, paper_value, criterion, measured, interval,
-    verdict, evidence and parts."""
+    verdict, evidence and parts. ``why_absent``: part name -> why it has no summary (a claim that reads it is
+    not measured, for that reason)."""
     rows = []
     for claim in CLAIMS:
-        if all(p in summaries for p in claim.parts):
+        absent = [p for p in claim.parts if p not in summaries]
+        if not absent:
             judged = claim.judge(summaries)
         else:
-            judged = _unmeasured("the part did not run")
+            judged = _unmeasured("; ".join(f"{p}: {(why_absent or {}).get(p, 'the part did not run')}" for p in absent))
         if judged.verdict not in VERDICTS:
             raise ValueError(f"claim {claim.id}: verdict {judged.verdict!r} is not one of {VERDICTS}")
         rows.append(dict(id=claim.id, kind=claim.kind, claim=claim.claim, paper_value=claim.paper_value, criterion=claim.criterion,

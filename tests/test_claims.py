@@ -57,7 +57,21 @@ def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1
                                bias_at_inference=dict(pairs=8, rows=[
                                    dict(gamma=0.5, fit=fit(0.3), minus_none=difference(-0.3)),
                                    dict(gamma=1.0, fit=FitRefused("floor").to_dict() if biased is None else fit(biased),
-                                        minus_none=difference(-0.5))]))}
+                                        minus_none=difference(-0.5))]),
+                               linear_response=response_rows())}
+
+
+def response_row(alpha, diff, half_width=0.05, **seeds):
+    """One model row of the linear response (``response_row``): the last layer's Jacobian (Frobenius)
+    alpha and Jacobian minus finite (None: refused)."""
+    refused = FitRefused("below the noise floor").to_dict()
+    return dict(n_pairs=8, frobenius=[fit(0.1), refused if alpha is None else fit(alpha, half_width)], **seeds,
+                finite=[fit(0.1), fit(0.7)], frobenius_minus_finite=[difference(0.0), refused if diff is None else difference(diff)])
+
+
+def response_rows(trained=(0.8, 0.03), init=0.3):
+    """SmolLM2's rows in the real model's summary (``trained``: alpha, difference; ``init``: alpha)."""
+    return dict(trained=response_row(*trained), init=response_row(init, 0.0, seeds=[0, 1]))
 
 
 # --- the small models ------------------------------------------------------------------------
@@ -192,14 +206,12 @@ def contrasts(alibi=(0.2, 0.1), gammas=(), window_leak=False):
 
 
 def linear_response(trained=(0.8, 0.03), init=0.3):
-    """A linear_response summary: the last layer's Jacobian alpha and (Jacobian minus finite) of the
-    trained SmolLM2 row (``trained``: alpha, difference; None: refused) and the Jacobian alpha at init."""
-    def row(alpha, diff, half_width=0.05, seeds=()):
-        refused = FitRefused("below the noise floor").to_dict()
-        return dict(n_pairs=8, seeds=list(seeds), frobenius=[fit(0.1), refused if alpha is None else fit(alpha, half_width)],
-                    finite=[fit(0.1), fit(0.7)], frobenius_minus_finite=[difference(0.0), refused if diff is None else difference(diff)])
-    return {"linear_response": dict(models={"own trained": row(0.8, 0.0), "SmolLM2 trained": row(*trained),
-                                            "SmolLM2 init": row(init, 0.0, seeds=(0, 1))})}
+    """The real model's summary with SmolLM2's linear-response rows (``response_rows``) beside the
+    linear_response part's (the project's model)."""
+    summary = real_model([0.6], [0.3])
+    summary["real_model"]["linear_response"] = response_rows(trained, init)
+    own = dict(models={"own trained": response_row(0.8, 0.0, seeds=[]), "own init": response_row(0.3, 0.0, seeds=[0, 1])})
+    return dict(summary, linear_response=own)
 
 
 def sinks(trained_means=(0.2, 0.3, 0.001), init_means=(0.005, 0.005, 0.005), diff=0.02):
