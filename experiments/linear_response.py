@@ -1,7 +1,7 @@
 """Linear response: the prompt's influence through the Jacobian, beside the finite offsets (the project's own measurement).
 
 On the same held-out text pairs, for each model: the finite prompt-pair offsets (``nh.measure``:
-float32 noise floor, fits per layer) and the linear response (``nohair_jax.linear_response``,
+float32 noise floor, fits per layer) and the linear response (``nohair_jax.jacobian``,
 docs/definitions.md#linear-response): ``||J_l(t) (E_b - E_a)||``, the first-order term of the
 offset, and the Jacobian's Frobenius norm ``||J_l(t)||_F``, fitted per layer the same way (a
 tangent has no noise floor). Per layer: the Jacobian's alpha minus the finite one on a common
@@ -39,7 +39,7 @@ import nohair_jax as nh
 from nohair_jax.config import default_config
 from nohair_jax.experiments import script_main, short_training
 from nohair_jax.figures import drawn_layers, layer_colors
-from nohair_jax.linear_response import LinearResponse, linear_response
+from nohair_jax.jacobian import LinearResponse, linear_response
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {

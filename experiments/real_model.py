@@ -45,7 +45,7 @@ from nohair_jax.checkpoints import PACKAGED_MODELS, packaged_model_path
 from nohair_jax.tokenization import tokenize
 from nohair_jax.gguf_checkpoint import describe
 from nohair_jax.language import perplexity
-from nohair_jax.figures import drawn_layers
+from nohair_jax.figures import drawn_layers, kl_panel
 from nohair_jax.experiments import (REAL_MODEL, experiment_parser, first_layers, heldout_text_tokens, parse_experiment_args,
                                     exponent_rise, real_model_at_init, real_model_available, relay_alphas,
                                     with_prompt_logit_bias)
@@ -291,16 +291,7 @@ def draw(out: Path) -> None:
     fig = Figure(figsize=(12, 4.6))
     ax_sys, ax_txt = fig.subplots(1, 2)
     with np.load(out / "system_prompts.npz") as data:
-        t, kl = data["t"], np.maximum(data["kl"], 1e-12)
-    ax_sys.loglog(t, kl.mean(0), color="C0", label=f"mean over {sp['messages']} user messages")
-    ax_sys.fill_between(t, *np.quantile(kl, [0.1, 0.9], axis=0), color="C0", alpha=0.15, lw=0, label="10 % to 90 %")
-    half = sp["half_life"]
-    for key, ci_key, style, name in (("t", "ci", "--", "half of the peak"),
-                                      ("t_below", "ci_below", ":", f"below {half['threshold']:g} nats")):
-        if half[key] is not None:
-            ax_sys.axvline(half[key], color="k", ls=style, lw=1, label=f"{name} at t = {half[key]:.0f}")
-        if half[ci_key] is not None:
-            ax_sys.axvspan(*half[ci_key], color="k", alpha=0.06)
+        kl_panel(ax_sys, data["t"], data["kl"], sp["half_life"], pairs="user messages")
     ax_sys.set(xlabel="position t in the user message", ylabel="KL(p_pirate || p_lawyer), nats",
                title="system prompt: pirate against lawyer (shaded: 95 % intervals)")
     ax_sys.legend(fontsize=8)

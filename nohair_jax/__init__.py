@@ -13,32 +13,26 @@ at index P + t - 1, offsets [N, L+1, T] in the units of h, KL in nats), is in do
 the conventions in its section #conventions.
 """
 
+import ast
 import importlib
+from pathlib import Path
 
-# Public name -> the module that defines it. Imported on first use (PEP 562), so that
-# ``import nohair_jax`` and ``nohair --help`` do not load JAX, Flax, optax, sympy or matplotlib.
-_EXPORTS = {
-    "bound": ("BoundConditions", "BoundNotApplicable", "check_bound", "measure_conditions"),
-    "checkpoints": ("CheckpointError", "load_checkpoint"),
-    "config": ("PromptLogitBias", "RopeScaling", "TransformerConfig", "default_config"),
-    "data": ("Corpus", "decode", "encode", "heldout_prompt_pairs", "load_corpus", "markov_corpus", "stdlib_corpus"),
-    "fit": ("AlphaDifference", "FitRefused", "HalfLife", "NoiseFloorError", "PowerLawFit", "PowerLawTolerance",
-            "alpha_difference", "alpha_table", "alpha_vs_window", "alphas", "bonferroni", "bootstrap_indices",
-            "difference_or_refuse", "fit_from_dict", "fit_layers", "fit_or_refuse", "fit_power_law", "kl_half_life",
-            "local_exponent", "noise_floor_curve", "power_law_tolerance", "summary_curve", "t_interval", "ExponentRise",
-            "local_exponent_rise", "quarter_rise"),
-    "model": ("Diagnostics", "ForwardOutput", "Transformer", "untrained_model"),
-    "measurement": ("Measurement", "Pooled", "measure", "pool"),
-    "offsets": ("Offsets", "measure_noise_floor", "pair_offsets", "prompt_pair_offsets", "sweep_mesh", "sweep_offsets"),
-    "pairs": ("PromptPairs", "random_prompt_pairs", "text_prompt_pairs"),
-    "sinks": ("dilution_share", "key_attention", "sink_attention"),
-    "direct_relay": ("PathSplit", "direct_relay_split"),
-    "sweep": ("SweepGrid", "draw_sweep", "run_sweep"),
-    "tokenization": ("text_continuations", "tokenize", "tokenized_prompt_pairs"),
-    "train": ("TrainConfig", "TrainResult", "alpha_history", "held_out_plateau", "load_trained", "offsets_callback"),
-}
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("bound", "data", "direct_relay", "dynamics", "relay", "sweep", "train")
+
+def _public_names() -> tuple[dict[str, str], tuple[str, ...]]:
+    """Public name -> the module that defines it, and the submodules, from the explicit imports of
+    ``__init__.pyi`` (what editors and type checkers read): one list, resolved on first use (PEP 562),
+    so that ``import nohair_jax`` and ``nohair --help`` do not load JAX, Flax, optax, sympy or matplotlib."""
+    tree = ast.parse((Path(__file__).parent / "__init__.pyi").read_text())
+    names, submodules = {}, []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == __name__:
+            submodules += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.update({alias.name: node.module.removeprefix(f"{__name__}.") for alias in node.names})
+    return names, tuple(submodules)
+
+
+_MODULE_OF, _SUBMODULES = _public_names()
 
 __version__ = "0.1.0"
 __all__ = sorted([*_MODULE_OF, *_SUBMODULES])

@@ -150,7 +150,7 @@ def _fits_in_memory(cfg: TransformerConfig) -> TransformerConfig:
 
 def _fits_table(summary: dict) -> str:
     """alpha per layer of a ``fit.json`` as a readable table."""
-    from nohair_jax.fit import FitRefused, PowerLawFit, fit_from_dict
+    from nohair_jax.fit import FitRefused, HalfLife, PowerLawFit, fit_from_dict
 
     fits = [fit_from_dict(fit) for fit in summary["fits"]]
     confidence = next((fit.confidence for fit in fits if isinstance(fit, PowerLawFit)), 0.95)
@@ -168,13 +168,7 @@ def _fits_table(summary: dict) -> str:
         lines.append(f"{layer:>5}  {fit.alpha:6.3f}  {interval:>16}  {fit.r2:6.3f}  {window:>12}  {floor:>10}")
     half = summary.get("kl_half_life")
     if half is not None:
-        def when(t, ci):
-            text = "not within T" if t is None else f"t = {t:.0f}"
-            return text + ("" if ci is None else f" [{ci[0]:.0f}, {ci[1]:.0f}]")
-        pairs = "no interval with one pair" if half["ci"] is None else f"intervals over {half['n_pairs']} pairs"
-        lines.append(f"\nnext-token KL: peak {half['kl_peak']:.3g} nats at t = {half['peak_t']:.0f}; half of it by "
-                     f"{when(half['t'], half['ci'])}; below {half['threshold']:g} nats by "
-                     f"{when(half['t_below'], half['ci_below'])} ({pairs})")
+        lines.append("\n" + str(HalfLife(**{k: tuple(v) if k.startswith("ci") and v else v for k, v in half.items()})))
     return "\n".join(lines)
 
 
@@ -256,6 +250,54 @@ def cmd_offsets(args) -> int:
         return m.save(args.out, meta=meta)
 
     return _on_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png")
+
+
+def cmd_prompts(args) -> int:
+    from nohair_jax.chat import chat_template, read_history, read_messages, system_prompt_pairs
+    from nohair_jax.checkpoints import load_checkpoint, load_tokenizer, resolve_checkpoint
+    from nohair_jax.system_prompts import RAW, after_turns, measure_system_prompts, prompt_pairs, report
+
+    if not args.threshold > 0:
+        raise ValueError(f"--threshold must be > 0 nats, got {args.threshold!r}")
+    if args.turns is not None and args.history is None:
+        raise ValueError("--turns counts the exchanges of a --history file: give --history")
+    messages = read_messages(args.messages)
+    history = read_history(args.history) if args.history else []
+    turns = None if args.history is None else len(history) // 2 if args.turns is None else args.turns
+    if turns is not None and turns > len(history) // 2:
+        raise ValueError(f"--turns {turns}: --history {args.history!r} holds {len(history) // 2} exchange(s) "
+                         "(a user turn and the assistant's answer each)")
+    tokenizer = load_tokenizer(args.checkpoint)
+    if tokenizer is None:
+        raise ValueError(f"--checkpoint {args.checkpoint!r} has no tokenizer (tokenizer.json): text needs one")
+    template = RAW if args.raw else chat_template(args.checkpoint)
+    if template is None:
+        raise ValueError(f"--checkpoint {args.checkpoint!r} carries no chat template (GGUF tokenizer.chat_template, "
+                         "tokenizer_config.json, chat_template.jinja); --raw takes the prompts and messages as raw text")
+    pairs = prompt_pairs(tokenizer, template, args.system, messages, length=args.length)
+    length = next(iter(pairs.values())).pairs.continuations.shape[1]
+    if args.fit_t_min >= length:
+        raise ValueError(f"--fit-t-min {args.fit_t_min} leaves no fit window in the {length} shared tokens; "
+                         "give a smaller --fit-t-min or longer messages")
+    longest = [sp.pairs for sp in pairs.values()]
+    if turns:  # the longest conversation: every earlier turn, then the longest message
+        longest.append(system_prompt_pairs(tokenizer, template, args.system[0], args.system[1], messages,
+                                           history=history[: 2 * turns], whole=True).pairs)
+    total = max(max(p.prompts_a.shape[1], p.prompts_b.shape[1]) + p.continuations.shape[1] for p in longest)
+    model, _ = load_checkpoint(args.checkpoint, seq_len=total)
+    start = time.perf_counter()
+    print(f"measuring {len(pairs)} pair(s) of system prompts on {len(messages)} messages, T = {length} shared tokens, "
+          f"template: {template.origin}", flush=True)
+    meta = dict(command="prompts", checkpoint=str(resolve_checkpoint(args.checkpoint).resolve()),
+                template=template.origin, messages_file=args.messages)
+    on_turns = None if turns is None else lambda i, j: after_turns(
+        model, tokenizer, template, args.system[i], args.system[j], messages, history, turns)
+    summary = measure_system_prompts(model, pairs, args.system, args.out, threshold=args.threshold,
+                                     fit_t_min=args.fit_t_min, n_boot=args.n_boot, turns=on_turns,
+                                     meta=dict(meta, history=args.history, turns=turns))
+    print(report(summary))
+    print(f"\nwrote {args.out}/prompts.json, prompts.png, systems_*/ in {time.perf_counter() - start:.1f} s")
+    return 0
 
 
 def cmd_bound(args) -> int:
@@ -360,6 +402,27 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="results/offsets", help="output folder (default results/offsets)")
     p.set_defaults(func=cmd_offsets)
 
+    p = sub.add_parser("prompts", help="how long two or more system prompts keep steering a real model: the same user "
+                       "messages after each, in the model's chat form; the next-token KL's half-life and alpha per layer")
+    p.add_argument("--checkpoint", required=True, metavar="SOURCE",
+                   help="a GGUF file, a Hugging Face folder with tokenizer.json, or smollm2-135m (the packaged model)")
+    p.add_argument("--system", action="append", required=True, metavar="TEXT",
+                   help="a system prompt; give two or more (every pair is compared)")
+    p.add_argument("--messages", required=True, metavar="FILE", help="user messages, one per paragraph (UTF-8 text)")
+    p.add_argument("--raw", action="store_true",
+                   help="no chat template: each system prompt, a blank line and the message as raw text")
+    p.add_argument("--length", type=_positive_int, metavar="T",
+                   help="measure the first T tokens the renderings share (default: the shortest message's share)")
+    p.add_argument("--threshold", type=float, default=0.01, help="report where the KL falls below this (nats, default 0.01)")
+    p.add_argument("--history", metavar="FILE",
+                   help="earlier turns of a conversation (JSON list of {role: user or assistant, content}): also measure "
+                        "the KL at the reply's first token after 0, 1, .. of its exchanges")
+    p.add_argument("--turns", type=_int32, metavar="K", help="use the first K exchanges of --history (default: all)")
+    p.add_argument("--fit-t-min", type=_positive_int, default=8, help="start of the fit window (default 8)")
+    p.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the intervals (default 1000)")
+    p.add_argument("--out", default="results/prompts", help="output folder (default results/prompts)")
+    p.set_defaults(func=cmd_prompts)
+
     p = sub.add_parser("bound", help="measure the no-hair bound's conditions on a model (untrained, or --checkpoint) and check the bound")
     _add_model_args(p, title="model (untrained, random init)", position="learned")
     _add_source_args(p)
@@ -433,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reproduce", help="run every experiment and write a report that answers each claim of the papers")
     p.add_argument("--profile", choices=sorted(PLANS), default="quick",
-                   help="quick: about 22 minutes on 2 CPU cores (default); full: GPU-sized; tiny: a smoke test")
+                   help="quick: about 13 minutes on 2 CPU cores (default); full: GPU-sized; tiny: a smoke test")
     p.add_argument("--only", action="append", choices=PART_NAMES, metavar="PART",
                    help=f"run only this part (repeatable): {', '.join(PART_NAMES)}")
     p.add_argument("--force", action="store_true", help="rerun parts even when finished with the same configuration")

@@ -175,6 +175,7 @@ class TransformerConfig:
 
 
 def default_config(depth: int, *, d_model: int = 128, max_len: int = 1024, **config) -> TransformerConfig:
-    """The experiments' architecture, trained or not: pre-LN, learned positions, GELU, one head per
-    32 features; ``config`` overrides any other ``TransformerConfig`` field."""
+    """The experiments' architecture, trained or not: ``depth`` blocks of width ``d_model``, pre-LN,
+    learned positions up to ``max_len`` tokens, GELU, one head per 32 features; ``config`` overrides
+    any other ``TransformerConfig`` field."""
     return TransformerConfig(d_model=d_model, n_heads=max(1, d_model // 32), n_layers=depth, max_len=max_len, **config)

@@ -62,7 +62,7 @@ def encode(text: str) -> np.ndarray:
 
 
 def decode(tokens) -> str:
-    """Token ids (bytes, int [n]) back to text; invalid UTF-8 (a cut through a character) becomes U+FFFD."""
+    """``tokens``, byte ids (int [n]), back to text; invalid UTF-8 (a cut through a character) becomes U+FFFD."""
     arr = np.asarray(tokens)
     if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() >= VOCAB_SIZE):
         raise ValueError(f"tokens must be integer byte values in [0, {VOCAB_SIZE}), got dtype {arr.dtype}")
@@ -269,7 +269,8 @@ def markov_corpus(
 ) -> Corpus:
     """Documents from ``markov_languages(seed, ...)``, languages taking turns (document i is in
     language ``i % n_languages``); the last ``heldout_docs_per_language`` documents of each language
-    are held out. Document ``i`` is ``markov_text(language, doc_len, seed=[seed, i])``.
+    are held out. Document ``i`` is ``markov_text(language, doc_len, seed=[seed, i])``; ``alphabet`` and
+``branching`` as ``markov_languages``; ``docs_per_language`` documents of each language are trained on.
 
     Default size: 4 languages x 32 documents x 4096 bytes = 524,288 bytes, 1/8 held out.
     """

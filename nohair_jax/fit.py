@@ -149,8 +149,8 @@ class FitRefused:
 
 
 def fit_from_dict(saved: dict) -> PowerLawFit | AlphaDifference | PowerLawTolerance | FitRefused:
-    """The result a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference``, ``PowerLawTolerance`` or
-    ``FitRefused`` was made from (read back from JSON); keys of a record that holds more than the
+    """The result that ``saved``, a ``to_dict()`` of ``PowerLawFit``, ``AlphaDifference``,
+    ``PowerLawTolerance``, ``ExponentRise`` or ``FitRefused``, was made from (read back from JSON); keys of a record that holds more than the
     result (the depths a difference is between, say) are left aside.
 
     Files written before a missing interval was None hold ``[null, null]``: read as None too, so
@@ -199,7 +199,7 @@ def fit_layers(t, l2, floor=None, **fit_kwargs) -> list[PowerLawFit | FitRefused
 
 
 def alphas(fits: list[PowerLawFit | FitRefused]) -> list[float | None]:
-    """alpha of each fit, None where it was refused."""
+    """alpha of each of ``fits`` (``PowerLawFit`` or ``FitRefused``), None where it was refused."""
     return [fit.alpha if isinstance(fit, PowerLawFit) else None for fit in fits]
 
 
@@ -281,7 +281,9 @@ def fit_power_law(
     error (``t_interval``) comes from a bootstrap that resamples pairs ``n_boot`` times (``numpy.random.default_rng(seed)``) in the same window;
     with ``groups`` (int ``[n_pairs]``, a label per pair such as the seed of the model it was
     measured on) it resamples groups, then pairs within each (``bootstrap_indices``), so that the
-    interval covers the variation between seeds as well as between pairs.
+    interval covers the variation between seeds as well as between pairs. ``bins_per_decade``: the
+    log bins of t the summary curve is averaged in (docs/definitions.md#fits); ``confidence``: the
+    interval's level. Returns a ``PowerLawFit``.
     """
     t, d = _check_curves(t, d)
     _check_summary(summary)
@@ -405,7 +407,7 @@ def _welch_dof(se: list[float], dof: list[int]) -> float:
 
 def bonferroni(ci: tuple[float, float] | None, dof: float | None, statements: int,
                confidence: float = 0.95) -> tuple[float, float] | None:
-    """A ``t_interval`` at ``confidence`` widened so that ``statements`` of them hold at once with that
+    """A ``t_interval`` ``ci`` at ``confidence`` widened so that ``statements`` of them hold at once with that
     confidence (Bonferroni: each at ``1 - (1 - confidence) / statements``), for a row that tests
     every layer; None where there is no interval or no degrees of freedom to widen it by."""
     if ci is None or dof is None:
@@ -469,6 +471,8 @@ def alpha_difference(
     positions. The interval is a t-interval of the difference (``t_interval``): each side's standard
     error from ``n_boot`` independent resamples of its set (hierarchical where groups are given),
     Welch-Satterthwaite degrees of freedom; a comparison of two conditions as one interval, not two.
+``floor_a``, ``floor_b`` ([T] or None) and ``groups_a``, ``groups_b`` (int [n_a], [n_b] or None) are
+each side's ``floor`` and ``groups`` of ``fit_power_law``; the other arguments as there.
     """
     _check_confidence(confidence)
     common = dict(t_min=t_min, t_max=t_max, bins_per_decade=bins_per_decade, summary=summary, n_boot=0)
@@ -683,7 +687,7 @@ def local_exponent(t, d, *, bins_per_decade=8, summary="mean", t_min=1, t_max=No
 
 
 def quarter_rise(exponents) -> float:
-    """The mean of the last quarter of a local-exponent curve ``[..., n]`` minus the mean of its first
+    """The mean of the last quarter of ``exponents``, local-exponent curves ``[..., n]``, minus the mean of their first
     quarter (``max(1, n // 4)`` points each): how much the exponent rises across the window."""
     exponents = np.asarray(exponents, dtype=np.float64)
     k = max(1, exponents.shape[-1] // 4)
@@ -768,7 +772,9 @@ class HalfLife:
     bin at or after the peak whose mean KL is at most ``threshold`` nats; None if never.
     ci, ci_below: (lo, hi) over resamples of the pairs, None for one pair (no interval exists) or
     ``n_boot = 0``; a resample that never gets there counts as T, so ``hi == T`` reads "at least T".
-    peak_t, kl_peak: where the binned mean KL is largest, and its value (nats).
+    peak_t, kl_peak: where the binned mean KL is largest, and its value (nats). last_bin_t: the
+    centre of the last log bin (a position there may lie beyond T: the window ends in that bin).
+    ``str()`` reads it in one line, rounded, saying where a position sits at the window's edge.
     """
 
     t: float | None
@@ -780,12 +786,28 @@ class HalfLife:
     kl_peak: float
     length: int
     n_pairs: int
+    confidence: float = 0.95
+    last_bin_t: float | None = None
 
     def to_dict(self) -> dict:
         plain = lambda ci: None if ci is None else list(ci)  # noqa: E731
         return dict(t=self.t, ci=plain(self.ci), t_below=self.t_below, ci_below=plain(self.ci_below),
                     threshold=self.threshold, peak_t=self.peak_t, kl_peak=self.kl_peak, length=self.length,
-                    n_pairs=self.n_pairs)
+                    n_pairs=self.n_pairs, confidence=self.confidence, last_bin_t=self.last_bin_t)
+
+    def _where(self, t: float | None, ci: tuple[float, float] | None) -> str:
+        text = f"not by T = {self.length}" if t is None else f"by t = {t:.0f}"
+        if ci is not None:
+            text += f" [{ci[0]:.0f}, " + (f">= {self.length}]" if ci[1] >= self.length else f"{ci[1]:.0f}]")
+        edge = self.last_bin_t is not None and any(v is not None and v >= self.last_bin_t for v in (t, ci and ci[1]))
+        return text + (" (in the window's last bin: measure longer to place it)" if edge else "")
+
+    def __str__(self) -> str:
+        intervals = ("no interval with one pair" if self.ci is None
+                     else f"{self.confidence:.0%} intervals over {self.n_pairs} pairs")
+        return (f"next-token KL: peak {self.kl_peak:.3g} nats at t = {self.peak_t:.0f}; half of it "
+                f"{self._where(self.t, self.ci)}; below {self.threshold:g} nats "
+                f"{self._where(self.t_below, self.ci_below)} ({intervals})")
 
 
 def kl_half_life(kl, *, t=None, threshold=0.01, bins_per_decade=8, n_boot=1000, confidence=0.95, seed=0) -> HalfLife:
@@ -796,7 +818,8 @@ def kl_half_life(kl, *, t=None, threshold=0.01, bins_per_decade=8, n_boot=1000, 
     per decade). From the bin where it peaks (the first tokens after a prompt may be template
     tokens that both prompts predict alike), the half-life is the first bin whose mean is at most
     half the peak's, and ``t_below`` the first whose mean is at most ``threshold`` nats. The
-    intervals resample pairs ``n_boot`` times.
+    intervals (level ``confidence``) are percentiles of ``n_boot`` resamples of the pairs
+    (``numpy.random.default_rng(seed)``). Returns a ``HalfLife``.
     """
     kl = np.asarray(kl, dtype=np.float64)
     if kl.ndim != 2 or kl.shape[1] < 2:
@@ -826,7 +849,8 @@ def kl_half_life(kl, *, t=None, threshold=0.01, bins_per_decade=8, n_boot=1000, 
         ci, ci_below = (tuple(float(v) for v in np.quantile(found[:, k], q)) for k in (0, 1))
     peak = int(np.argmax(mean))
     return HalfLife(t=half, ci=ci, t_below=below, ci_below=ci_below, threshold=float(threshold),
-                    peak_t=float(t_bin[peak]), kl_peak=float(mean[peak]), length=length, n_pairs=kl.shape[0])
+                    peak_t=float(t_bin[peak]), kl_peak=float(mean[peak]), length=length, n_pairs=kl.shape[0],
+                    confidence=float(confidence), last_bin_t=float(t_bin[-1]))
 
 
 def noise_floor_curve(d_low, d_ref, *, bins_per_decade=8) -> np.ndarray:

@@ -181,5 +181,6 @@ def draw_offsets(out_dir: str | Path) -> Path:
         f"P = {saved['prompt_len']}, {saved['n_pairs']} pairs"
     )
     fits = [fit_from_dict(fit) for fit in saved["fits"]]
-    fig = offsets_figure(data["t"], data["l2"], fits, data["floor"] if "floor" in data else None, title=title)
+    fig = offsets_figure(data["t"], data["l2"], fits, data["floor"] if "floor" in data else None, kl=data["kl"],
+                         kl_t=data["kl_t"] if "kl_t" in data else None, half_life=saved.get("kl_half_life"), title=title)
     return save_figure(out_dir / "offsets.png", fig)

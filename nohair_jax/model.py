@@ -361,7 +361,7 @@ class Transformer(nnx.Module):
         block's output as it is computed, and ``hidden`` holds what it returns, stacked over layers
         [L+1, ...], instead of the streams: what a measurement reads of every layer without the
         [L+1, B, T, D] stack in memory. ``embedding_shift`` [B, T, D], if given, is added to ``h_0``:
-        the input that ``nohair_jax.linear_response`` differentiates the hidden states by.
+        the input that ``nohair_jax.jacobian`` differentiates the hidden states by.
         """
         x0, rope = self.embed_tokens(tokens)
         if embedding_shift is not None:

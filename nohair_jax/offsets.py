@@ -155,7 +155,8 @@ def next_token_kl(logits_a: jax.Array, logits_b: jax.Array) -> jax.Array:
 
 def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array,
                  kl_at: tuple[int, ...] | None = None):
-    """Traceable core: int [n, Pa], [n, Pb], [n, T] -> (l2, relative, norm [n, L+1, T], kl [n, T]).
+    """Traceable core of ``model`` on ``prompts_a``, ``prompts_b``, ``continuations``: int [n, Pa],
+    [n, Pb], [n, T] -> (l2, relative, norm [n, L+1, T], kl [n, T]).
 
     Pa and Pb may differ only for models without absolute positions (checked by the caller).
     ``kl_at`` (static), the continuation positions t (1-based) at which to compute the logits and
@@ -490,6 +491,9 @@ def measure_noise_floor(
     model: Transformer, prompts_a, prompts_b, continuations, *, n_pairs: int = 2, measured: Offsets | None = None
 ) -> np.ndarray:
     """Float noise of the l2 offsets, measured, not guessed: [L+1, T] in the units of h.
+
+    ``prompts_a``, ``prompts_b``, ``continuations``: int [n, Pa], [n, Pb], [n, T], as
+    ``prompt_pair_offsets``.
 
     Runs the first ``n_pairs`` pairs in float64 and compares them with the same pairs in the model's
     dtype (taken from ``measured``, the offsets of these pairs already computed, when given), then

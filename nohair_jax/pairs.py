@@ -31,7 +31,16 @@ def random_prompt_pairs(
 ) -> PromptPairs:
     """Uniformly random tokens in [0, vocab_size); prompts a and b drawn independently.
 
-    With ``shared_continuation`` every pair gets the same continuation (still shape [n_pairs, T]).
+    Args:
+      seed: numpy PCG64 seed; the same seed gives the same pairs.
+      n_pairs: N >= 1 pairs.
+      prompt_len: P >= 1 tokens in each prompt.
+      length: T >= 1 tokens of continuation.
+      vocab_size: >= 2, the model's vocabulary.
+      shared_continuation: every pair gets the same continuation (still shape [N, T]).
+
+    Returns:
+      ``PromptPairs(prompts_a [N, P], prompts_b [N, P], continuations [N, T])``, int32.
     """
     _check_sizes(n_pairs, prompt_len, length)
     if vocab_size < 2:
@@ -54,7 +63,17 @@ def text_prompt_pairs(
     real text that neither prompt leads into (except by chance, when cuts touch).
 
     Args:
-      tokens: int [N] token ids, N >= prompt_len + length.
+      tokens: int [n] token ids, n > max(prompt_len, length) (a text tokenized with the model's
+        tokenizer: ``tokenization.tokenize``; bytes for the project's byte-level models).
+      seed: numpy PCG64 seed of the cut positions; the same seed gives the same pairs.
+      n_pairs: N >= 1 pairs.
+      prompt_len: P >= 1 tokens in each prompt.
+      length: T >= 1 tokens of continuation.
+      shared_continuation: one continuation cut, shared by every pair (still shape [N, T]).
+
+    Returns:
+      ``PromptPairs(prompts_a [N, P], prompts_b [N, P], continuations [N, T])``, int32. ValueError
+      for a stream that is not 1-D integers or is too short for the cuts.
     """
     _check_sizes(n_pairs, prompt_len, length)
     stream = np.asarray(tokens)

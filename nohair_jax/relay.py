@@ -131,16 +131,33 @@ def offsets_exact(prompt_len, length, depth, *, residual=False):
     return rows
 
 
+def _checked(prompt_len, t, depth, min_depth: int = 1) -> tuple[float, np.ndarray]:
+    """``prompt_len`` as a float, ``t`` as a float64 array, or ValueError naming the bad input: the
+    closed forms take one real ``P > 0`` (they are compiled per P: loop over several), positions
+    ``t > 0`` and ``depth >= min_depth``."""
+    if np.ndim(prompt_len) != 0 or not np.isfinite(prompt_len) or not prompt_len > 0:
+        raise ValueError(f"prompt_len must be one real number > 0 (loop over several), got {prompt_len!r}")
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < min_depth:
+        raise ValueError(f"depth must be an integer >= {min_depth}, got {depth!r}")
+    t = np.asarray(t, np.float64)
+    if not (np.isfinite(t) & (t > 0)).all():
+        raise ValueError(f"t must hold finite positions > 0, got {t[~(np.isfinite(t) & (t > 0))][:3].tolist()} among them")
+    return float(prompt_len), t
+
+
 def closed_form(prompt_len, t, depth, *, residual=False):
     """``delta_depth(t)`` of the solvable model from its closed form in digamma and Hurwitz zeta.
 
     ``t`` is any real array of continuation positions (non-integer and huge ``t`` allowed:
     the harmonic sums are continued through ``psi`` and ``zeta``); ``prompt_len`` may be real
-    too. Returns a float64 array of ``t``'s shape, in units of the embedding offset ``D_0``.
-    Cost O(depth^2) special-function evaluations per element.
+    too (one number: several P are several calls). Returns a float64 array of ``t``'s shape, in units
+    of the embedding offset ``D_0``. Cost O(depth^2) special-function evaluations per element.
+    ValueError for ``t <= 0``, ``depth < 0`` or a ``prompt_len`` that is not one real number > 0
+    (``depth`` 0 gives ``delta_0 = 0``).
     """
+    prompt_len, t = _checked(prompt_len, t, depth, min_depth=0)
     with jax.enable_x64(True):
-        return _closed_form(float(prompt_len), jnp.asarray(t, jnp.float64), depth, bool(residual))
+        return _closed_form(prompt_len, jnp.asarray(t), depth, bool(residual))
 
 
 @functools.partial(jax.jit, static_argnames=("prompt_len", "depth", "residual"))
@@ -167,12 +184,12 @@ def asymptotic(prompt_len, t, depth, *, order=None, residual=False):
     cached), so a call takes microseconds for any ``t >> P``, ``1e12`` and far beyond. ``t`` is
     a scalar or array; returns a numpy float64 array of its shape.
     """
+    prompt_len, t = _checked(prompt_len, t, depth)
     order = depth if order is None else order
     if not 1 <= order <= depth:
         raise ValueError(f"order must be in 1..depth={depth}, got {order}")
-    coefficients = np.array(_log_polynomial(float(prompt_len), depth, bool(residual)))
+    coefficients = np.array(_log_polynomial(prompt_len, depth, bool(residual)))
     coefficients[: depth - order] = 0.0
-    t = np.asarray(t, np.float64)
     return prompt_len / t * np.polynomial.polynomial.polyval(np.log(t), coefficients)
 
 
@@ -201,10 +218,9 @@ def local_exponent(prompt_len, t, depth, *, residual=False):
     ``O((log t)^-3)``, with ``W = 1`` (no residual) or ``L + 1`` (residual): the log factors
     matter until ``t >> P e^L``. Returns dimensionless float64 of ``t``'s shape.
     """
-    if depth < 1:
-        raise ValueError(f"the local exponent needs depth >= 1 (delta_0 = 0), got {depth}")
+    prompt_len, t = _checked(prompt_len, t, depth)  # depth >= 1: delta_0 = 0 has no exponent
     with jax.enable_x64(True):
-        return _local_exponent(float(prompt_len), jnp.asarray(t, jnp.float64), depth, bool(residual))
+        return _local_exponent(prompt_len, jnp.asarray(t), depth, bool(residual))
 
 
 @functools.partial(jax.jit, static_argnames=("prompt_len", "depth", "residual"))

@@ -96,22 +96,11 @@ PARTS = (
 )
 PART_NAMES = tuple(p.name for p in PARTS)
 
-@dataclasses.dataclass(frozen=True)
-class NotAtProfile:
-    """A part that a reproduction profile does not run, and why: its claims say "not measured at
-    this scale" with this reason."""
-
-    why: str
-
-
-# Reproduction profile -> part -> (the experiment's profile, settings overriding it), or NotAtProfile.
-# "quick" is sized for the main job's budget on two CPU cores (docs/results.md: the time per part), so
-# some parts run below their own quick profile and the two small trainings whose every row came out
-# "not measured at this scale" there (one seed, short of a plateau) are left to the full profile: the
-# real model measures trained against untrained instead.
-_TRAINING_ROWS = ("the quick profile trains one seed for minutes, short of the {what} its rows need (every row came out "
-                  "'not measured at this scale'); the full profile runs it")
-PLANS: dict[str, dict[str, tuple[str, dict] | NotAtProfile]] = {
+# Reproduction profile -> part -> (the experiment's profile, settings overriding it). "quick" is sized
+# for the main job's budget on two CPU cores (docs/results.md: the time per part), so some parts run
+# below their own quick profile: the two small trainings most of all, whose rows need 3 seeds trained to
+# a plateau and are "not measured at this scale" here whatever their length (the full profile's).
+PLANS: dict[str, dict[str, tuple[str, dict]]] = {
     "tiny": {name: ("smoke", {}) for name in PART_NAMES},
     "quick": {
         "real_model": ("quick", dict(length=512)),  # T 1024 (its own quick profile) alone took about 5 minutes
@@ -121,9 +110,8 @@ PLANS: dict[str, dict[str, tuple[str, dict] | NotAtProfile]] = {
         "direct_vs_relay": ("quick", dict(length=1024)),
         "dilution": ("quick", dict(n_pairs=4)),
         "bound_check": ("quick", {}),
-        "trained_vs_untrained": NotAtProfile(_TRAINING_ROWS.format(what="plateau over 3 seeds")),
-        "logit_bias": NotAtProfile(_TRAINING_ROWS.format(
-            what="plateau, over 3 seeds, with and without the bias, long enough to tell early from later in training,")),
+        "trained_vs_untrained": ("quick", dict(steps=100, length=1024, n_pairs=8)),
+        "logit_bias": ("quick", dict(steps=60, measure_at=(0, 30, 60))),
         "depth_length_sweep": ("quick", dict(
             depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
             lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
@@ -148,13 +136,10 @@ def _experiment(name: str):
     return importlib.import_module(f"nohair_jax.experiments.{name}")
 
 
-def part_config(name: str, profile: str) -> dict | None:
-    """Everything that determines a part's results: the experiment, its profile and resolved settings
-    (None for a part the profile does not run)."""
+def part_config(name: str, profile: str) -> dict:
+    """Everything that determines a part's results: the experiment, its profile and resolved settings."""
     if profile not in PLANS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {sorted(PLANS)}")
-    if isinstance(PLANS[profile][name], NotAtProfile):
-        return None
     exp_profile, settings = PLANS[profile][name]
     base = _experiment(name).PROFILES[exp_profile]
     unknown = sorted(set(settings) - set(base))
@@ -168,9 +153,6 @@ def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -
     """(summary, what happened) for a part that need not run: it cannot run here (``available()``
     gives the reason: a model file that is not installed; summary None, its claims not measured)
     or it already finished with this configuration. None when it has to run."""
-    plan = PLANS[profile][part.name]
-    if isinstance(plan, NotAtProfile):
-        return None, f"not run at the {profile} profile: {plan.why}"
     available = getattr(_experiment(part.name), "available", None)
     reason = available() if available else None
     if reason:
@@ -182,8 +164,7 @@ def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -
 
 def _finished_with_config(part: Part, profile: str, out: Path) -> bool:
     done = out / part.name / "part.json"
-    config = part_config(part.name, profile)
-    return config is not None and done.exists() and load_json(done)["config"] == config
+    return done.exists() and load_json(done)["config"] == part_config(part.name, profile)
 
 
 def run_part(part: Part, profile: str, out: Path, *, force: bool = False, log: bool = False) -> tuple[dict | None, str]:
@@ -307,13 +288,11 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
     return write_report(out, profile, PARTS, summaries, statuses)
 
 
-def _config_text(config: dict | None) -> str:
-    """"; experiment profile quick: k=v, ..." for a status line ("" for a part the profile does not run)."""
-    if config is None:
-        return ""
+def _config_text(config: dict) -> str:
+    """"; experiment profile quick: k=v, ..." for a status line."""
     settings = ", ".join(f"{k}={v}" for k, v in config["settings"].items())
     return f"; experiment profile {config['profile']}: {settings}"
 
 
-__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "NotAtProfile", "Part", "finished_part", "judge_claims",
+__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "finished_part", "judge_claims",
            "part_config", "reproduce", "run_part", "run_parts", "write_report"]

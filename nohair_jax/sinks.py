@@ -32,7 +32,8 @@ def sink_attention(model: Transformer, tokens, *, keys: int = 1, from_query: int
 
 
 def dilution_share(length: int, *, keys: int = 1, from_query: int | None = None) -> float:
-    """What ``sink_attention`` gives under pure dilution: the mean of ``keys / (i + 1)`` over the same queries."""
+    """What ``sink_attention`` gives under pure dilution for a sequence of ``length`` tokens: the mean
+    of ``keys / (i + 1)`` over the same queries (from ``from_query``, 0-based)."""
     from_query = length // 2 if from_query is None else from_query
     i = np.arange(from_query, length)
     return float(np.mean(np.minimum(keys, i + 1) / (i + 1)))

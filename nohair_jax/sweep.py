@@ -198,7 +198,9 @@ def run_sweep(grid: SweepGrid, out: str | Path, *, mesh: Mesh | None = None, bat
     Every cell's key is computed (and its config validated) before anything is written, so a bad
     grid leaves no files. Cells are saved as they finish; rerunning after an interruption skips
     them. With several processes (``jax.distributed``) every process computes and process 0 writes:
-    ``out`` must then be one shared folder. Returns the contents of summary.json.
+    ``out`` must then be one shared folder. ``mesh``: the devices seeds and pairs are sharded over
+    (default ``sweep_mesh()``, every visible device); ``batch_size``: (seed, pair) items vmapped
+    together per device; ``progress``: a bar over cells. Returns the contents of summary.json.
     """
     out = Path(out)
     cells = grid.cells()
@@ -303,7 +305,7 @@ def _offsets_figure(cells_dir: Path, rows: list[dict], title: str) -> Figure:
 
 
 def draw_sweep(out: str | Path) -> list[Path]:
-    """Draw the three figures of a sweep folder from summary.json and the cells' npz files."""
+    """Draw the three figures of the sweep folder ``out`` from summary.json and the cells' npz files."""
     out = Path(out)
     saved = load_json(out / "summary.json")
     rows, grid = saved["rows"], saved["grid"]

@@ -21,8 +21,8 @@ def tokenize(tokenizer, text: str, *, special_tokens: bool = False) -> np.ndarra
 
 
 def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str], continuations) -> PromptPairs:
-    """Text prompt pairs and shared continuations as token ids (``tokenize``; prompts get the
-    tokenizer's special tokens, continuations none).
+    """Text prompt pairs (the texts ``prompts_a[k]`` and ``prompts_b[k]``) and shared continuations as
+    token ids (``tokenize``; prompts get the tokenizer's special tokens, continuations none).
 
     ``continuations`` is one text, or token ids int [k, T] (``text_continuations``): every prompt
     pair is measured with every continuation, so there are ``len(prompts_a) * k`` pairs, prompt

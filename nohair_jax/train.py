@@ -401,7 +401,7 @@ def train(
 
 
 def load_trained(out_dir, *, step: int | None = None) -> Transformer:
-    """The model of a run folder: rebuilt from ``config.json``, parameters from the last checkpoint
+    """The model of the run folder ``out_dir``: rebuilt from ``config.json``, parameters from the last checkpoint
     (or from ``step``, if that checkpoint is still kept)."""
     out_dir = Path(out_dir)
     if not (out_dir / "config.json").exists():

@@ -240,3 +240,24 @@ def test_bound_command_writes_its_files_and_prints_the_table(tmp_path, capsys):
             margin = (data["recursion"][layer] / data["l2"][:, layer].max(axis=0)).min()
             assert entry["holds"] and entry["margin"] == pytest.approx(margin, rel=1e-12)
             assert f"{entry['margin']:.3g}" in printed
+
+
+def test_bound_figure_of_a_bound_beyond_float64_draws_the_rest(tmp_path):
+    """A deep trained model's constants overflow float64 (SmolLM2's from layer 7 on): those layers'
+    panels say so, the others draw their finite bound, and a 30-layer model gets 9 panels."""
+    out = tmp_path / "run"
+    assert main(["bound", "--depth", "2", "--d-model", "16", "--heads", "2", "--prompt-len", "4", "--length", "32",
+                 "--pairs", "2", "--n-boot", "20", "--out", str(out)]) == 0
+    from nohair_jax.bound.render import bound_figure
+
+    summary = json.loads((out / "bound.json").read_text())
+    with np.load(out / "bound.npz") as data:
+        recursion, closed = data["recursion"].copy(), data["closed"].copy()
+        recursion[2], closed[2] = np.inf, np.inf
+        fig = bound_figure(data["t"], data["l2"], data["relay_shape"], summary, recursion, closed)
+        titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+        assert titles[1] == "layer 2: explicit bound beyond float64" and titles[0].startswith("layer 1: bound / measured")
+        deep = np.repeat(data["l2"][:, 1:2], 31, axis=1)  # 30 layers of the same curve
+        summary["shape"] = summary["shape"][:1] * 30
+        assert sum(ax.get_visible() for ax in bound_figure(data["t"], deep, np.repeat(data["relay_shape"][:2], 16, axis=0)[:31],
+                                                           summary).axes) == 9

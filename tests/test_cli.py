@@ -172,6 +172,12 @@ def test_help_and_the_relay_model_load_no_heavy_library(code, heavy):
 def test_every_public_name_resolves():
     missing = [name for name in nh.__all__ if getattr(nh, name, None) is None]
     assert not missing
+    # The probes of a real model and the chat form are at the top level, and each name is the object
+    # of the module the stub (what editors and type checkers read) imports it from.
+    assert {"linear_response", "sink_attention", "direct_relay_split", "chat_template", "measure_system_prompts"} <= set(nh.__all__)
+    from nohair_jax.jacobian import linear_response
+
+    assert nh.linear_response is linear_response
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         nh.not_a_name
 

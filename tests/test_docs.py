@@ -29,3 +29,28 @@ def test_every_cited_definition_section_exists():
 def test_citations_name_a_section():
     old_style = [name for name, text in _tracked_texts().items() if re.search(r'definitions\.md,\s*"', text)]
     assert not old_style, f"cite docs/definitions.md#<section>, not by title: {old_style}"
+
+
+def test_every_public_function_names_its_arguments():
+    """Each argument of a public function is named in its docstring, or is an argument of a public
+    function the docstring cites (``inputs as ``prompt_pair_offsets````, say)."""
+    import inspect
+
+    import nohair_jax as nh
+
+    undocumented = {}
+    for name in nh.__all__:
+        obj = getattr(nh, name)
+        if inspect.ismodule(obj) or inspect.isclass(obj) or not callable(obj):
+            continue
+        doc = inspect.getdoc(obj) or ""
+        cited = set()
+        for ref in re.findall(r"``(?:[\w.]+\.)?(\w+)(?:\([^`]*\))?``", doc):
+            target = getattr(nh, ref, None)
+            if callable(target) and not inspect.isclass(target):
+                cited |= set(inspect.signature(target).parameters)
+        params = [p for p in inspect.signature(obj).parameters if p not in ("self", "args", "kwargs", "config")]
+        missing = [p for p in params if not re.search(rf"\b{p}\b", doc) and p not in cited]
+        if missing or not doc:
+            undocumented[name] = missing
+    assert not undocumented, undocumented

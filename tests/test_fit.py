@@ -419,6 +419,20 @@ def test_kl_half_life_of_closed_forms():
     assert late.peak_t == 4.0 and late.t == pytest.approx(np.sqrt(8 * 9))
 
 
+def test_kl_half_life_reads_in_one_rounded_line_naming_the_window_edge():
+    from nohair_jax.fit import kl_half_life
+
+    t = np.arange(1, 1025, dtype=np.float64)
+    half = kl_half_life(np.stack([t**-0.5, 3 * t**-0.5]), n_boot=200)
+    # 1 / sqrt(t) and 3 / sqrt(t): the mean reaches 0.01 nats at t = 40000, far beyond T = 1024.
+    assert str(half) == ("next-token KL: peak 2 nats at t = 1; half of it by t = 4 [4, 4]; below 0.01 nats "
+                         "not by T = 1024 [1024, >= 1024] (in the window's last bin: measure longer to place it) "
+                         "(95% intervals over 2 pairs)")
+    # 0.02 / t falls below 0.01 nats at t = 2, far from the edge: no warning; one pair, no interval.
+    early = kl_half_life((0.02 / t)[None])
+    assert str(early).endswith("below 0.01 nats by t = 2 (no interval with one pair)")
+
+
 def test_kl_half_life_interval_over_pairs_and_none_for_one_pair():
     from nohair_jax.fit import kl_half_life
 

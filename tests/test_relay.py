@@ -186,3 +186,17 @@ def test_local_exponent_matches_recursion_finite_difference(residual):
         fd = -(rows[depth - 1, t] - rows[depth - 1, t - 2]) / (np.log(t + 1) - np.log(t - 1))
         exact = np.asarray(relay.local_exponent(prompt_len, t, depth, residual=residual))
         assert np.all(np.abs(fd - exact) < 1.0 / t**2)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: relay.closed_form(16, [4.0, -1.0], 2), r"t must hold finite positions > 0, got \[-1.0\]"),
+    (lambda: relay.local_exponent(16, 0.0, 2), "t must hold finite positions > 0"),
+    (lambda: relay.asymptotic(16, np.inf, 2), "t must hold finite positions > 0"),
+    (lambda: relay.closed_form(np.array([4, 16]), 10.0, 2), "prompt_len must be one real number > 0 .loop over several"),
+    (lambda: relay.local_exponent(0, 10.0, 2), "prompt_len must be one real number > 0"),
+    (lambda: relay.local_exponent(16, 10.0, 0), "depth must be an integer >= 1, got 0"),
+    (lambda: relay.closed_form(16, 10.0, 2.5), "depth must be an integer >= 0, got 2.5"),
+])
+def test_closed_forms_refuse_bad_input_by_name(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

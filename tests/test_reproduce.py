@@ -110,14 +110,15 @@ def test_claims_without_their_parts_are_not_measured():
     assert {r["verdict"] for r in rows} == {rep.NOT_MEASURED}
 
 
-def test_a_part_the_profile_does_not_run_leaves_its_claims_unmeasured_with_the_reason(tmp_path, monkeypatch):
-    monkeypatch.setitem(rep.PLANS["tiny"], "relay_model", rep.NotAtProfile("the tiny profile leaves it out"))
+def test_a_part_that_cannot_run_here_leaves_its_claims_unmeasured_with_the_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(rep._experiment("relay_model"), "available", lambda: "its model file is not installed",
+                        raising=False)
     claims = rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
     assert not (tmp_path / "relay_model").exists()
     row = next(c for c in claims if c["id"] == "bound_tight_check")
     assert row["verdict"] == rep.NOT_MEASURED
-    assert row["measured"] == "relay_model: not run at the tiny profile: the tiny profile leaves it out"
-    assert "*not run at the tiny profile: the tiny profile leaves it out*" in (tmp_path / "report.md").read_text()
+    assert row["measured"].startswith("relay_model: not run: its model file is not installed; experiment profile smoke")
+    assert "*not run: its model file is not installed; experiment profile smoke" in (tmp_path / "report.md").read_text()
 
 
 def test_every_part_has_a_plan_in_every_profile():

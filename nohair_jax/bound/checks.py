@@ -102,7 +102,9 @@ def check_bound(
     meta: dict | None = None,
     progress: bool = True,
 ) -> dict:
-    """Measure offsets and conditions, run both checks, save and draw; returns ``bound.json``'s contents.
+    """Measure offsets and conditions of ``model`` on ``pairs`` (``PromptPairs``), run both checks,
+    save and draw; returns ``bound.json``'s contents. ``n_boot`` and ``seed``: the shape check's
+    bootstrap; ``progress``: a progress bar over pairs.
 
     Writes into ``out_dir``: ``bound.npz`` (t, l2 [n_pairs, L+1, T], relay_shape [L+1, T] and,
     where the bound applies, recursion and closed [L+1, T]), ``bound.json`` (model config,

@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nohair_jax.bound.records import NotApplicable, ShapeCheck, explicit_from_saved, shape_from_dict
+from nohair_jax.figures import drawn_layers
 from nohair_jax.fit import summary_curve
 from nohair_jax.results import load_json, save_figure
 
@@ -58,14 +59,15 @@ def _number(value, spec=".3g") -> str:
 
 
 def bound_figure(t, l2, relay_shape, summary: dict, recursion=None, closed=None) -> Figure:
-    """One log-log panel per layer: measured offsets (mean and max over pairs), the relay model's shape
-    with its fitted prefactor, the explicit bound (recursion and closed form). Arrays as in ``bound.npz``."""
-    depth = l2.shape[1] - 1
-    cols = min(depth, 3)
-    rows = -(-depth // cols)
+    """One log-log panel per layer (at most 9, spread over depth: ``figures.drawn_layers``): measured
+    offsets (mean and max over pairs), the relay model's shape with its fitted prefactor, the explicit
+    bound (recursion and closed form) where float64 holds it. Arrays as in ``bound.npz``."""
+    layers = drawn_layers(l2.shape[1] - 1, most=9)
+    cols = min(len(layers), 3)
+    rows = -(-len(layers) // cols)
     fig = Figure(figsize=(5 * cols, 3.8 * rows))
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False).ravel())
-    for layer, ax in enumerate(axes[:depth], start=1):
+    for layer, ax in zip(layers, axes):
         positive = (l2[:, layer] > 0).all(axis=0)
         ax.loglog(t[positive], summary_curve(l2[:, layer])[positive], color="C0", label="measured, mean over pairs")
         ax.loglog(t[positive], l2[:, layer].max(axis=0)[positive], color="C0", lw=0.7, alpha=0.6, label="measured, max")
@@ -73,12 +75,16 @@ def bound_figure(t, l2, relay_shape, summary: dict, recursion=None, closed=None)
         if isinstance(shape, ShapeCheck):
             ax.loglog(t, shape.relay_prefactor * relay_shape[layer], "k--", lw=1, label="relay model, fitted prefactor")
         title = f"layer {layer}"
-        if recursion is not None:
-            ax.loglog(t, recursion[layer], color="C3", label="explicit bound (recursion)")
-            ax.loglog(t, closed[layer], color="C3", ls=":", label="C_l P (log t)^(l-1) / t")
+        if recursion is not None and not np.isfinite(recursion[layer]).any():
+            title += ": explicit bound beyond float64"
+        elif recursion is not None:
+            for curve, style, label in ((recursion[layer], "-", "explicit bound (recursion)"),
+                                        (closed[layer], ":", "C_l P (log t)^(l-1) / t")):
+                finite = np.isfinite(curve)
+                ax.loglog(t[finite], curve[finite], color="C3", ls=style, label=label)
             title += f": bound / measured >= {_number(explicit_from_saved(summary['explicit'])[layer - 1].margin)}"
         ax.set(title=title, xlabel="continuation position t", ylabel="offset ||h_a - h_b||")
-    for ax in axes[depth:]:
+    for ax in axes[len(layers):]:
         ax.set_visible(False)
     axes[0].legend(fontsize=7)
     cfg = summary["model"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nohair_jax.linear_response import linear_response
+from nohair_jax.jacobian import linear_response
 
 P, T = 3, 12
 

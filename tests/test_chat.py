@@ -1,0 +1,186 @@
+"""Chat templates (nohair_jax.chat) against transformers' rendering of the same GGUF file, the split
+into prompts and shared continuation, and `nohair prompts` end to end on the packaged SmolLM2."""
+
+import json
+
+import numpy as np
+import pytest
+
+from nohair_jax.chat import ChatTemplate, chat_template, read_history, read_messages, system_prompt_pairs
+from nohair_jax.checkpoints import load_tokenizer, packaged_model_path
+from nohair_jax.cli import main
+from nohair_jax.results import load_json
+
+transformers = pytest.importorskip("transformers")
+
+PIRATE = "You are a pirate. Answer every question the way an old sea pirate would."
+LAWYER = "You are a lawyer. Answer every question the way a careful lawyer would."
+MESSAGES = ["How do I keep tomato plants from growing only leaves?", "Why does my old clock stop after a minute?"]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return load_tokenizer("smollm2-135m"), chat_template("smollm2-135m")
+
+
+def test_rendered_tokens_equal_transformers_apply_chat_template_on_the_same_gguf_file(smollm2):
+    tokenizer, template = smollm2
+    path = packaged_model_path("smollm2-135m")
+    reference = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    sp = system_prompt_pairs(tokenizer, template, PIRATE, LAWYER, MESSAGES, length=8)
+    for k, message in enumerate(MESSAGES):
+        for system, prompts in ((PIRATE, sp.pairs.prompts_a), (LAWYER, sp.pairs.prompts_b)):
+            conversation = [dict(role="system", content=system), dict(role="user", content=message)]
+            expected = reference.apply_chat_template(conversation, tokenize=True, add_generation_prompt=True)
+            expected = np.asarray(expected["input_ids"] if hasattr(expected, "keys") else expected)  # BatchEncoding
+            ours = tokenizer.encode(template.render(conversation), add_special_tokens=False).ids
+            np.testing.assert_array_equal(ours, expected)
+            # The prompt is the rendering up to the system prompt's last token; the continuation the rest.
+            np.testing.assert_array_equal(prompts[k], expected[: prompts.shape[1]])
+            assert tokenizer.decode(expected[: prompts.shape[1]].tolist()).endswith(system)
+        shared = expected[prompts.shape[1]:]
+        assert sp.shared[k] == shared.size
+        np.testing.assert_array_equal(sp.pairs.continuations[k], shared[:8])
+    # ChatML: <|im_end|> \n <|im_start|> user \n, then the message at t = 6.
+    assert tokenizer.decode(sp.pairs.continuations[0, :5].tolist(), skip_special_tokens=False) == "<|im_end|>\n<|im_start|>user\n"
+    assert sp.message_t.tolist() == [6, 6]
+    assert sp.texts[0].startswith("<|im_start|>system\n" + PIRATE)
+
+
+def test_a_template_that_folds_the_system_prompt_into_the_user_turn_splits_after_it(smollm2):
+    tokenizer, _ = smollm2
+    gemma_like = ChatTemplate("{{ bos_token }}{% for m in messages[1:] %}<start>{{ m['role'] }}\n{% if loop.first %}"
+                              "{{ messages[0]['content'] }}\n\n{% endif %}{{ m['content'] }}<end>\n{% endfor %}",
+                              bos_token="<s>")
+    sp = system_prompt_pairs(tokenizer, gemma_like, PIRATE, LAWYER, MESSAGES, add_generation_prompt=False)
+    assert tokenizer.decode(sp.pairs.prompts_a[0].tolist()).endswith("user\n" + PIRATE)
+    assert tokenizer.decode(sp.pairs.continuations[0].tolist()).startswith("\n\nHow do I keep")
+
+
+def test_a_template_that_rewrites_the_system_prompt_splits_at_the_common_suffix(smollm2):
+    tokenizer, _ = smollm2
+    shouting = ChatTemplate("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] | upper }}\n{% endfor %}")
+    sp = system_prompt_pairs(tokenizer, shouting, PIRATE, LAWYER, MESSAGES[:1], add_generation_prompt=False)
+    assert sp.message_t.tolist() == [0]  # not located: the continuation is what the two share at the end
+    text = tokenizer.decode(sp.pairs.continuations[0].tolist())
+    assert text.endswith("[user] HOW DO I KEEP TOMATO PLANTS FROM GROWING ONLY LEAVES?\n") and "PIRATE" not in text
+
+
+def test_whole_continuations_padded_at_the_end_leave_each_message_s_last_position_as_it_is_alone(smollm2):
+    """A causal model does not see the padding: the KL at each message's last token (the assistant's
+    first) from the padded batch equals that message measured alone, without padding."""
+    from nohair_jax.checkpoints import load_checkpoint
+    from nohair_jax.offsets import prompt_pair_offsets
+
+    tokenizer, template = smollm2
+    model, _ = load_checkpoint("smollm2-135m", seq_len=64)
+    history = [dict(role="user", content="Hello."), dict(role="assistant", content="Hello! How can I help?")]
+    padded = system_prompt_pairs(tokenizer, template, PIRATE, LAWYER, MESSAGES, history=history, whole=True)
+    assert padded.shared[0] != padded.shared[1] and padded.pairs.continuations.shape[1] == max(padded.shared)
+    kl = prompt_pair_offsets(model, *padded.pairs).kl
+    for k, message in enumerate(MESSAGES):
+        alone = system_prompt_pairs(tokenizer, template, PIRATE, LAWYER, [message], history=history).pairs
+        expected = prompt_pair_offsets(model, *alone).kl[0, -1]
+        assert kl[k, padded.shared[k] - 1] == pytest.approx(expected, rel=1e-4, abs=1e-7)
+
+
+def test_templates_from_a_folder_and_what_is_refused(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    assert chat_template(folder) is None
+    config = dict(bos_token=dict(content="<s>"), eos_token="</s>",
+                  chat_template=[dict(name="tool_use", template="x"), dict(name="default", template="{{ bos_token }}"
+                                 "{% for m in messages %}{{ m['content'] }}{{ eos_token }}{% endfor %}")])
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    assert chat_template(folder).render([dict(role="user", content="hi")]) == "<s>hi</s>"
+    (folder / "chat_template.jinja").write_text("{{ raise_exception('roles must alternate') }}")
+    with pytest.raises(ValueError, match="refuses the conversation: roles must alternate"):
+        chat_template(folder).render([dict(role="user", content="hi")])
+    (folder / "chat_template.jinja").write_text("{% for m in messages %}")
+    with pytest.raises(ValueError, match="not valid jinja2"):
+        chat_template(folder).render([])
+    (folder / "chat_template.jinja").unlink()
+    (folder / "tokenizer_config.json").write_text(json.dumps(dict(chat_template=3)))
+    with pytest.raises(ValueError, match="chat_template must be a string"):
+        chat_template(folder)
+
+
+def test_messages_and_history_files(tmp_path):
+    path = tmp_path / "messages.txt"
+    path.write_text("First message,\nover two lines.\n\n\n  Second one.  \n")
+    assert read_messages(path) == ["First message, over two lines.", "Second one."]
+    path.write_text("\n \n")
+    with pytest.raises(ValueError, match="holds no message"):
+        read_messages(path)
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps([dict(role="user", content="a"), dict(role="user", content="b")]))
+    with pytest.raises(ValueError, match='turn 2 must be {"role": "assistant"'):
+        read_history(turns)
+
+
+def test_bad_pairs_are_refused_in_one_line(smollm2):
+    tokenizer, template = smollm2
+    with pytest.raises(ValueError, match="same text"):
+        system_prompt_pairs(tokenizer, template, PIRATE, PIRATE, MESSAGES)
+    with pytest.raises(ValueError, match="no user messages"):
+        system_prompt_pairs(tokenizer, template, PIRATE, LAWYER, [])
+    with pytest.raises(ValueError, match=r"message 2 shares 21 tokens after the system prompts, fewer than --length 500"):
+        system_prompt_pairs(tokenizer, template, PIRATE, LAWYER, MESSAGES, length=500)
+    dropping = ChatTemplate("{% for m in messages %}{% if m['role'] == 'user' %}{{ m['content'] }}{% endif %}{% endfor %}")
+    with pytest.raises(ValueError, match="may drop the system prompt"):
+        system_prompt_pairs(tokenizer, dropping, PIRATE, LAWYER, MESSAGES)
+
+
+def test_cli_prompts_on_smollm2_writes_the_result_set(tmp_path, capsys):
+    messages = tmp_path / "messages.txt"
+    messages.write_text("\n\n".join(MESSAGES * 2))
+    history = tmp_path / "conversation.json"
+    history.write_text(json.dumps([dict(role="user", content="Hello."), dict(role="assistant", content="Hi! How can I help?")]))
+    out = tmp_path / "run"
+    argv = ["prompts", "--checkpoint", "smollm2-135m", "--system", PIRATE, "--system", LAWYER, "--system", "You are a poet.",
+            "--messages", str(messages), "--history", str(history), "--fit-t-min", "4", "--n-boot", "200", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("next-token KL: peak") == 3 and "systems 2 and 3" in printed
+    assert printed.count("after 1 earlier turn(s): KL at the reply's first token") == 3
+    summary = load_json(out / "prompts.json")
+    assert [row["systems"] for row in summary["pairs"]] == [[1, 2], [1, 3], [2, 3]]
+    row = summary["pairs"][0]
+    assert row["messages"] == 4 and row["length"] == min(row["shared_tokens"]) and len(row["fits"]) == 30
+    half = row["half_life"]
+    assert half["n_pairs"] == 4 and half["ci"][0] <= half["t"] <= half["ci"][1]
+    with np.load(out / row["folder"] / "offsets.npz") as data:  # the KL the summary draws is the measured one
+        np.testing.assert_allclose(row["kl_mean"], data["kl"].mean(0), rtol=1e-6)
+    assert [r["turns"] for r in row["turns"]] == [0, 1] and len(row["turns"][1]["per_message"]) == 4
+    assert row["turns"][0]["ci"][0] <= row["turns"][0]["kl_reply"] <= row["turns"][0]["ci"][1]
+    assert (out / "prompts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("no template", "carries no chat template"),
+    ("one system prompt", "give two or more system prompts"),
+    ("empty messages", "holds no message"),
+    ("too long", "8192"),
+    ("window", "--fit-t-min 500 leaves no fit window"),
+    ("turns", "--turns counts the exchanges of a --history file"),
+])
+def test_cli_prompts_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, expected):
+    messages = tmp_path / "messages.txt"
+    messages.write_text("" if case == "empty messages" else ("word " * 9000 if case == "too long" else MESSAGES[0]))
+    checkpoint = "smollm2-135m"
+    if case == "no template":
+        from nohair_jax.checkpoints import TOKENIZER_FILE
+
+        checkpoint = tmp_path / "folder"
+        checkpoint.mkdir()
+        load_tokenizer("smollm2-135m").save(str(checkpoint / TOKENIZER_FILE))
+    systems = ["--system", PIRATE] + ([] if case == "one system prompt" else ["--system", LAWYER])
+    out = tmp_path / "run"
+    argv = ["prompts", "--checkpoint", str(checkpoint), *systems, "--messages", str(messages), "--out", str(out)]
+    extra = {"window": ["--fit-t-min", "500"], "turns": ["--turns", "2"]}.get(case, [])
+    assert main(argv + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nohair prompts: error: ") and expected in err and "\n" not in err, err
+    if case == "no template":
+        assert "--raw" in err
+    assert not out.exists() or not any(p.name != ".nohair.lock" for p in out.iterdir())

@@ -1,0 +1,75 @@
+"""The README's front page runs: its Python example prints what the README shows, every `nohair`
+command in it exits 0 (with --out in a temporary folder; `path/to/model.gguf` is the packaged
+SmolLM2 file), `make run` runs the reproduction it names, and it stays a front page; the usage
+guide's example runs too."""
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from nohair_jax.checkpoints import packaged_model_path
+from nohair_jax.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def _commands() -> list[list[str]]:
+    """Every `nohair ...` command of the README's bash blocks, continuation lines joined, as argv."""
+    lines = "\n".join(_blocks("bash")).replace("\\\n", " ").splitlines()
+    return [shlex.split(line.split("#")[0] if " #" in line else line)[1:] for line in lines if line.startswith("nohair ")]
+
+
+def test_readme_is_a_front_page():
+    assert len(README.splitlines()) <= 200
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b|Xeon|EPYC|Zen 2", README), "dates and machines belong in docs/"
+    for link in re.findall(r"\]\(([^)#]+)", README):
+        assert (ROOT / link).exists(), link
+    assert "CLAIMS_TABLE" not in README
+
+
+def test_python_example_prints_what_the_readme_shows():
+    (code,), (shown,) = _blocks("python"), _blocks("text")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    got, expected = printed.getvalue().splitlines(), shown.splitlines()
+    assert len(got) == len(expected)
+    for line, want in zip(got, expected):
+        assert NUMBER.sub("#", line) == NUMBER.sub("#", want), (line, want)  # the same words
+        numbers = [float(x) for x in NUMBER.findall(line)]
+        assert numbers == pytest.approx([float(x) for x in NUMBER.findall(want)], abs=0.02, rel=0.02), (line, want)
+
+
+@pytest.mark.parametrize("argv", _commands(), ids=lambda argv: " ".join(argv[:3]))
+def test_every_command_runs(argv, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the commands name files of the repository (examples/)
+    gguf = str(packaged_model_path("smollm2-135m"))
+    argv = [gguf if a == "path/to/model.gguf" else a for a in argv]
+    argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    assert main(argv) == 0
+
+
+def test_make_run_runs_the_reproduction_the_readme_names():
+    assert {"prompts", "offsets", "bound", "reproduce"} <= {argv[0] for argv in _commands()}
+    makefile = (ROOT / "Makefile").read_text()
+    assert "OUT ?= results" in makefile and "$(BIN)/nohair reproduce --out $(OUT)/reproduce" in makefile
+    assert "`nohair reproduce --out results/reproduce`" in README
+
+
+def test_usage_guide_python_runs_and_prints():
+    text = (ROOT / "docs" / "usage.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "docs/usage.md", "exec"), {})
+    assert re.fullmatch(r"last layer: alpha \d\.\d\d \[\d\.\d\d, \d\.\d\d\] on t in \[32, \d+\]\n", printed.getvalue())
