@@ -50,6 +50,14 @@ def _int32(text: str) -> int:
     return value
 
 
+def _nonnegative_int(text: str) -> int:
+    """Seeds, resample counts and cadences where 0 means none: a negative one is a typo."""
+    value = _int32(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     value = _int32(text)
     if value < 1:
@@ -97,14 +105,14 @@ def _add_model_args(p: argparse.ArgumentParser, *, title: str, position: str) ->
     g.add_argument("--sliding-window", type=_positive_int, default=None, metavar="W",
                    help="attend only to the last W positions, Mistral-style (docs/contrasts.md)")
     g.add_argument("--qk-norm", action="store_true", help="RMS-normalise every head's queries and keys (docs/contrasts.md)")
-    g.add_argument("--seed", type=_int32, default=0, help="parameter initialisation seed (default 0)")
+    g.add_argument("--seed", type=_nonnegative_int, default=0, help="parameter initialisation seed (default 0)")
 
 
 def _add_pair_args(g, *, length: int, pairs: int) -> None:
     g.add_argument("--prompt-len", type=_positive_int, default=16, help="prompt length P in tokens (default 16)")
     g.add_argument("--length", type=_positive_int, default=length, help=f"continuation length T in tokens (default {length})")
     g.add_argument("--pairs", type=_positive_int, default=pairs, help=f"number of prompt pairs (default {pairs})")
-    g.add_argument("--pair-seed", type=_int32, default=1, help="seed of the prompt pairs (default 1)")
+    g.add_argument("--pair-seed", type=_nonnegative_int, default=1, help="seed of the prompt pairs (default 1)")
 
 
 def _add_source_args(p: argparse.ArgumentParser) -> None:
@@ -244,6 +252,9 @@ def cmd_offsets(args) -> int:
     from nohair_jax.measurement import measure
 
     def job(model, pairs, meta):
+        length = pairs.continuations.shape[1]
+        if args.fit_t_min >= length:  # before the measurement: no window would be left to fit
+            raise ValueError(f"--fit-t-min {args.fit_t_min} leaves no fit window in T = {length} continuation tokens")
         fit_kwargs = dict(t_min=args.fit_t_min, n_boot=args.n_boot)
         kl_positions = None if args.kl_at == "every" else "log"
         m = measure(model, pairs, float64=args.float64, kl_positions=kl_positions, fit_kwargs=fit_kwargs, progress=True)
@@ -398,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="next-token KL at every t (default) or at log-spaced t only (every t to 32, then 32 per decade): "
                         "the vocabulary projection, the costliest product of a large-vocabulary model, at those t only")
     g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
-    g.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the interval (default 1000)")
+    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the interval (default 1000)")
     g.add_argument("--out", default="results/offsets", help="output folder (default results/offsets)")
     p.set_defaults(func=cmd_offsets)
 
@@ -417,9 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", metavar="FILE",
                    help="earlier turns of a conversation (JSON list of {role: user or assistant, content}): also measure "
                         "the KL at the reply's first token after 0, 1, .. of its exchanges")
-    p.add_argument("--turns", type=_int32, metavar="K", help="use the first K exchanges of --history (default: all)")
+    p.add_argument("--turns", type=_nonnegative_int, metavar="K", help="use the first K exchanges of --history (default: all)")
     p.add_argument("--fit-t-min", type=_positive_int, default=8, help="start of the fit window (default 8)")
-    p.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the intervals (default 1000)")
+    p.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
     p.add_argument("--out", default="results/prompts", help="output folder (default results/prompts)")
     p.set_defaults(func=cmd_prompts)
 
@@ -428,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(p)
     g = p.add_argument_group("measurement")
     _add_pair_args(g, length=512, pairs=8)
-    g.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the shape check (default 1000)")
+    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the shape check (default 1000)")
     g.add_argument("--out", default="results/bound", help="output folder (default results/bound)")
     p.set_defaults(func=cmd_bound)
 
@@ -441,14 +452,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=_positive_int, default=16, help="windows per step (default 16)")
     g.add_argument("--context", type=_positive_int, default=256, help="training context in bytes (default 256)")
     g.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
-    g.add_argument("--warmup", type=_int32, default=100, help="warm-up steps (default 100)")
+    g.add_argument("--warmup", type=_nonnegative_int, default=100, help="warm-up steps (default 100)")
     g.add_argument("--eval-every", type=_positive_int, default=100, help="held-out evaluation cadence (default 100)")
     g.add_argument("--checkpoint-every", type=_positive_int, default=100, help="checkpoint cadence (default 100)")
     g.add_argument("--log-every", type=_positive_int, default=10, help="loss logging cadence (default 10)")
     g.add_argument("--fresh", action="store_true", help="start over instead of resuming from --out's last checkpoint")
     g.add_argument("--out", default="results/train", help="run folder (default results/train)")
     g = p.add_argument_group("alpha while training (prompt pairs cut from held-out text)")
-    g.add_argument("--measure-every", type=_int32, default=0, metavar="STEPS", help="measure alpha every STEPS steps (default: never)")
+    g.add_argument("--measure-every", type=_nonnegative_int, default=0, metavar="STEPS", help="measure alpha every STEPS steps (default: never)")
     _add_pair_args(g, length=1024, pairs=8)
     p.set_defaults(func=cmd_train)
 
@@ -465,9 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("measurement")
     g.add_argument("--seeds", type=_positive_int, default=4, help="initialisation seeds 0..N-1 per cell (default 4)")
     g.add_argument("--pairs", type=_positive_int, default=8, help="random-token prompt pairs per cell (default 8)")
-    g.add_argument("--pair-seed", type=_int32, default=1, help="seed of the prompt pairs (default 1)")
+    g.add_argument("--pair-seed", type=_nonnegative_int, default=1, help="seed of the prompt pairs (default 1)")
     g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
-    g.add_argument("--n-boot", type=_int32, default=1000, help="bootstrap resamples for the interval (default 1000)")
+    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the interval (default 1000)")
     g.add_argument("--batch-size", type=_positive_int, default=1,
                    help="(seed, pair) items vmapped together per device (default 1: fastest on CPUs)")
     g.add_argument("--out", default="results/sweep", help="sweep folder (default results/sweep)")
@@ -508,16 +519,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _unmakeable(out: str) -> str | None:
+    """Why the folder ``out`` cannot be made here, or None: empty, a name longer than the file system
+    holds, or a file in its place or above it."""
+    if not out.strip():
+        return "is empty: name a folder"
+    path = Path(out)
+    limit = 255  # NAME_MAX of the common file systems (ext4, xfs, apfs, ntfs)
+    long = next((part for part in path.parts if len(os.fsencode(part)) > limit), None)
+    if long is not None:
+        return f"has a name of {len(os.fsencode(long))} bytes; this file system holds at most {limit}"
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        return "exists and is not a folder" if existing == path else f"cannot be a folder: {str(existing)!r} is a file"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     out = getattr(args, "out", None)
-    if out is not None:  # before any work: the folder must be makeable
-        existing = next(p for p in (Path(out), *Path(out).parents) if p.exists())
-        if not existing.is_dir():
-            why = "exists and is not a folder" if existing == Path(out) else f"cannot be a folder: {str(existing)!r} is a file"
-            print(f"nohair {args.command}: error: --out {str(out)!r} {why}", file=sys.stderr)
-            return 2
+    why = None if out is None else _unmakeable(out)
+    if why:  # before any work: the folder must be makeable
+        print(f"nohair {args.command}: error: --out {str(out)!r} {why}", file=sys.stderr)
+        return 2
     from nohair_jax.results import FolderBusyError, folder_lock
 
     try:

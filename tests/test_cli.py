@@ -120,6 +120,28 @@ def test_sizes_this_machine_cannot_hold_are_refused_before_any_work(tmp_path, ca
     assert message in err and "Traceback" not in err and not out.exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--measure-every", "-5"], "argument --measure-every: expected a whole number >= 0, got -5"),
+    (["offsets", "--pair-seed", "-1"], "argument --pair-seed: expected a whole number >= 0, got -1"),
+    (["sweep", "--n-boot", "-3"], "argument --n-boot: expected a whole number >= 0, got -3"),
+])
+def test_negative_counts_and_seeds_are_refused_by_option_name(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_fit_window_beyond_the_length_is_refused_before_the_measurement(tmp_path, capsys, monkeypatch):
+    import nohair_jax.measurement as measurement
+
+    monkeypatch.setattr(measurement, "measure", lambda *a, **k: pytest.fail("measured anyway"))
+    out = tmp_path / "run"
+    assert main(["offsets", *TINY, "--fit-t-min", "300", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "nohair offsets: error: --fit-t-min 300 leaves no fit window in T = 200 continuation tokens"
+    assert not out.exists() or not any(p.name != ".nohair.lock" for p in out.iterdir())
+
+
 def test_argument_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["offsets", "--length", "0"])
@@ -153,6 +175,12 @@ def test_out_that_is_a_file_and_unwritable_paths_are_one_line_errors(tmp_path, c
     assert main([*args, "--out", str(target / "below")]) == 2  # a folder under a file
     err = capsys.readouterr().err.strip()
     assert err == f"nohair offsets: error: --out {str(target / 'below')!r} cannot be a folder: {str(target)!r} is a file"
+    assert main([*args, "--out", ""]) == 2  # not the current folder
+    assert capsys.readouterr().err.strip() == "nohair offsets: error: --out '' is empty: name a folder"
+    long = tmp_path / ("x" * 300)
+    assert main([*args, "--out", str(long)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("has a name of 300 bytes; this file system holds at most 255")
 
 
 @pytest.mark.parametrize("code, heavy", [
