@@ -176,7 +176,7 @@ def _fits_table(summary: dict) -> str:
         lines.append(f"{layer:>5}  {fit.alpha:6.3f}  {interval:>16}  {fit.r2:6.3f}  {window:>12}  {floor:>10}")
     half = summary.get("kl_half_life")
     if half is not None:
-        lines.append("\n" + str(HalfLife(**{k: tuple(v) if k.startswith("ci") and v else v for k, v in half.items()})))
+        lines.append("\n" + str(HalfLife.from_dict(half)))
     return "\n".join(lines)
 
 

@@ -100,6 +100,18 @@ def _plain_log_ticks(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def mark_half_life(ax, half_life: dict, color, *, labels: bool = True) -> None:
+    """A ``HalfLife.to_dict()`` on a KL panel: its half-life (dashed) and the t below the threshold
+    (dotted) as vertical lines, each interval shaded; ``labels``: name them in the legend."""
+    for key, ci_key, style, name in (("t", "ci", "--", "half of the peak"),
+                                      ("t_below", "ci_below", ":", f"below {half_life['threshold']:g} nats")):
+        if half_life[key] is not None:
+            ax.axvline(half_life[key], color=color, ls=style, lw=1,
+                       label=f"{name}: t = {half_life[key]:.0f}" if labels else None)
+        if half_life[ci_key] is not None:
+            ax.axvspan(*half_life[ci_key], color=color, alpha=0.07)
+
+
 def kl_panel(ax, kl_t: np.ndarray, kl: np.ndarray, half_life: dict | None, *, pairs: str = "pairs") -> None:
     """The next-token KL against t (mean over pairs, 10 % to 90 % band), its half-life (dashed) and
     the t below the threshold (dotted), each with its interval shaded; ``pairs``: what the rows are."""
@@ -108,11 +120,6 @@ def kl_panel(ax, kl_t: np.ndarray, kl: np.ndarray, half_life: dict | None, *, pa
     if kl.shape[0] > 1:
         ax.fill_between(kl_t, *np.quantile(kl, [0.1, 0.9], axis=0), color="k", alpha=0.12, lw=0, label="10 % to 90 %")
     if half_life is not None:
-        for key, ci_key, style, name in (("t", "ci", "--", "half of the peak"),
-                                          ("t_below", "ci_below", ":", f"below {half_life['threshold']:g} nats")):
-            if half_life[key] is not None:
-                ax.axvline(half_life[key], color="C3", ls=style, lw=1, label=f"{name}: t = {half_life[key]:.0f}")
-            if half_life[ci_key] is not None:
-                ax.axvspan(*half_life[ci_key], color="C3", alpha=0.07)
+        mark_half_life(ax, half_life, "C3")
     ax.set(xlabel="t", ylabel="next-token KL, nats", title="next-token KL (shaded: 95 % intervals)")
     ax.legend(fontsize=7)

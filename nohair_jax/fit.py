@@ -471,8 +471,8 @@ def alpha_difference(
     positions. The interval is a t-interval of the difference (``t_interval``): each side's standard
     error from ``n_boot`` independent resamples of its set (hierarchical where groups are given),
     Welch-Satterthwaite degrees of freedom; a comparison of two conditions as one interval, not two.
-``floor_a``, ``floor_b`` ([T] or None) and ``groups_a``, ``groups_b`` (int [n_a], [n_b] or None) are
-each side's ``floor`` and ``groups`` of ``fit_power_law``; the other arguments as there.
+    ``floor_a``, ``floor_b`` ([T] or None) and ``groups_a``, ``groups_b`` (int [n_a], [n_b] or None)
+    are each side's ``floor`` and ``groups`` of ``fit_power_law``; the other arguments as there.
     """
     _check_confidence(confidence)
     common = dict(t_min=t_min, t_max=t_max, bins_per_decade=bins_per_decade, summary=summary, n_boot=0)
@@ -727,6 +727,7 @@ def local_exponent_rise(t, d, *, t_min=1, t_max=None, bins_per_decade=8, n_boot=
     _check_confidence(confidence)
     t_max = t[-1] if t_max is None else t_max
     t_grid, exponents = local_exponent(t, d, bins_per_decade=bins_per_decade, t_min=t_min, t_max=t_max)
+    rise, first = float(quarter_rise(exponents)), float(exponents[: max(1, exponents.size // 4)].mean())
     ci = dof = None
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:
         window = (t >= t_min) & (t <= t_max)
@@ -737,10 +738,8 @@ def local_exponent_rise(t, d, *, t_min=1, t_max=None, bins_per_decade=8, n_boot=
                                for idx in np.split(resamples, range(chunk, n_boot, chunk))])
         units = _units(d.shape[0], groups)
         dof = units - 1
-        ci = t_interval(float(quarter_rise(exponents)), float(_standard_error(boot, units)), dof, confidence)
-    k = max(1, exponents.size // 4)
-    return ExponentRise(rise=float(quarter_rise(exponents)), ci=ci, first=float(exponents[:k].mean()),
-                        last=float(exponents[-k:].mean()), t_range=(_py(t_grid[0]), _py(t_grid[-1])),
+        ci = t_interval(rise, float(_standard_error(boot, units)), dof, confidence)
+    return ExponentRise(rise=rise, ci=ci, first=first, last=first + rise, t_range=(_py(t_grid[0]), _py(t_grid[-1])),
                         confidence=float(confidence), dof=None if dof is None else float(dof))
 
 
@@ -794,6 +793,11 @@ class HalfLife:
         return dict(t=self.t, ci=plain(self.ci), t_below=self.t_below, ci_below=plain(self.ci_below),
                     threshold=self.threshold, peak_t=self.peak_t, kl_peak=self.kl_peak, length=self.length,
                     n_pairs=self.n_pairs, confidence=self.confidence, last_bin_t=self.last_bin_t)
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> "HalfLife":
+        """The ``HalfLife`` a ``to_dict()`` was made from (read back from JSON)."""
+        return cls(**{k: tuple(v) if k.startswith("ci") and v is not None else v for k, v in saved.items()})
 
     def _where(self, t: float | None, ci: tuple[float, float] | None) -> str:
         text = f"not by T = {self.length}" if t is None else f"by t = {t:.0f}"

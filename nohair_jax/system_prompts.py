@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nohair_jax.chat import ChatTemplate, system_prompt_pairs
+from nohair_jax.figures import mark_half_life
 from nohair_jax.fit import FitRefused, HalfLife, alpha_table, fit_from_dict, kl_half_life, t_interval
 from nohair_jax.results import save_figure, save_json, written_together
 
@@ -91,7 +92,7 @@ def report(summary: dict) -> str:
     """The printed table: per pair of system prompts, the KL's half-life line and alpha of a few layers."""
     lines = [f"system prompts: " + "; ".join(f"{k}: {s[:60]!r}" for k, s in enumerate(summary["systems"], start=1))]
     for row in summary["pairs"]:
-        half = HalfLife(**{k: tuple(v) if k.startswith("ci") and v else v for k, v in row["half_life"].items()})
+        half = HalfLife.from_dict(row["half_life"])
         fits = [fit_from_dict(f) for f in row["fits"]]
         n = len(fits)
         layers = sorted({1, max(1, n // 2), n})
@@ -122,12 +123,7 @@ def figure(summary: dict) -> Figure:
         if starts:  # where the user messages begin (the template's tokens before them: KL near 0)
             ax_kl.plot(sorted(set(starts)), [0.99] * len(set(starts)), "v", color=color, ms=7,
                        transform=ax_kl.get_xaxis_transform(), clip_on=False)
-        half = row["half_life"]
-        for key, ci_key, style in (("t", "ci", "--"), ("t_below", "ci_below", ":")):
-            if half[key] is not None:
-                ax_kl.axvline(half[key], color=color, ls=style, lw=1)
-            if half[ci_key] is not None:
-                ax_kl.axvspan(*half[ci_key], color=color, alpha=0.07)
+        mark_half_life(ax_kl, row["half_life"], color, labels=False)
         table = alpha_table([fit_from_dict(f) for f in row["fits"]])
         layers = np.arange(1, table.shape[0] + 1)
         ax_alpha.errorbar(layers + 0.15 * k, table[:, 0], yerr=np.abs(table[:, 1:].T - table[:, 0]), fmt="o", ms=3,
