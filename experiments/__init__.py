@@ -160,10 +160,10 @@ def parse_experiment_args(parser: argparse.ArgumentParser) -> argparse.Namespace
     return args
 
 
-def script_main(doc: str, name: str, profiles, run, table, *, available=None) -> None:
+def script_main(doc: str, name: str, profiles, run, table, *, claims=(), available=None) -> None:
     """An experiment's ``main``: its command line (``experiment_parser``, no seed), one line and exit
     where ``available()`` says why it cannot run here, then ``run``, ``table(summary)`` printed, and
-    the claims that the part's summary judges."""
+    the part's ``claims`` judged on its summary."""
     from nohair_jax.claims import part_claims_text
 
     args = parse_experiment_args(experiment_parser(doc, name, profiles, seed=False))
@@ -172,4 +172,4 @@ def script_main(doc: str, name: str, profiles, run, table, *, available=None) ->
         raise SystemExit(reason)
     summary = run(args.profile, args.out)
     print(table(summary))
-    print(part_claims_text(name, summary))
+    print(part_claims_text(claims, summary))

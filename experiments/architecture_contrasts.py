@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from flax import nnx
@@ -30,8 +31,11 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 import nohair_jax as nh
+from nohair_jax import criteria
 from nohair_jax.bound import measure_conditions
+from nohair_jax.claims import CHECK, Claim, Record
 from nohair_jax.config import PromptLogitBias, default_config
+from nohair_jax.fit import AlphaDifference, FitRefused, fit_from_dict
 from nohair_jax.experiments import script_main, short_training
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -67,14 +71,50 @@ def _relay_applies(cfg: nh.TransformerConfig) -> bool:
             and cfg.prompt_logit_bias is None)
 
 
-def window_reach(l2: np.ndarray, window: int) -> list[dict]:
+class Reach(TypedDict):
+    """One layer of a sliding-window variant: the reach l (W - 1), whether every offset beyond it is
+    exactly 0, and the last t with an offset above 0 (0 if none)."""
+
+    layer: int
+    reach: int
+    zero_beyond: bool
+    last_nonzero: int
+
+
+class Variant(TypedDict):
+    """One architecture: its change from the baseline, alpha per layer at init (over seeds) and trained,
+    the last layer's alpha minus the baseline's at each (``AlphaDifference`` records, or ``FitRefused``'s),
+    and for a window variant its reach at each."""
+
+    minus_baseline: dict[str, Record]
+    window_reach: NotRequired[dict[str, list[Reach]]]
+    change: NotRequired[dict]
+    init: NotRequired[dict]
+    trained: NotRequired[dict]
+    relay_applies: NotRequired[bool]
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``): ``variants``
+    by name (``BASELINE``, "ALiBi", "window <W>", "logit bias <gamma>", ...)."""
+
+    variants: dict[str, Variant]
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+    model: NotRequired[dict]
+    corpus: NotRequired[dict]
+    baseline: NotRequired[str]
+    relay_model: NotRequired[list[Record]]
+
+
+def window_reach(l2: np.ndarray, window: int) -> list[Reach]:
     """Per layer l of l2 [n_pairs, L+1, T]: the reach ``l (W - 1)`` and whether every offset beyond it
     is exactly 0 (``zero_beyond``), and the last t with any offset above 0 (``last_nonzero``, 0 if none)."""
     t = np.arange(1, l2.shape[-1] + 1)
     rows = []
     for layer in range(1, l2.shape[1]):
         reach, nonzero = layer * (window - 1), (l2[:, layer] > 0).any(axis=0)
-        rows.append(dict(layer=layer, reach=reach, zero_beyond=bool((l2[:, layer, t > reach] == 0).all()),
+        rows.append(Reach(layer=layer, reach=reach, zero_beyond=bool((l2[:, layer, t > reach] == 0).all()),
                          last_nonzero=int(t[nonzero].max()) if nonzero.any() else 0))
     return rows
 
@@ -123,7 +163,7 @@ def _last_layer_difference(a: tuple, b: tuple, p: dict) -> dict:
                                    groups_a=groups_a, groups_b=groups_b, n_boot=p["n_boot"]).to_dict()
 
 
-def run(profile: str, out: Path, settings: dict | None = None) -> dict:
+def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     p = dict(PROFILES[profile], **(settings or {}))
     p["init_seeds"], p["gammas"] = tuple(p["init_seeds"]), tuple(p["gammas"])
     corpus = nh.stdlib_corpus()
@@ -142,7 +182,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     relay_curve = np.asarray(nh.relay.offsets(p["prompt_len"], p["length"], p["depth"]))
     relay = [nh.fit_power_law(t, relay_curve[layer][None], t_min=p["t_min"], n_boot=0).to_dict()
              for layer in range(1, p["depth"] + 1)]
-    summary = dict(profile=profile, settings=p, model=base.to_dict(), corpus=corpus.to_dict(), baseline=BASELINE,
+    summary = Summary(profile=profile, settings=p, model=base.to_dict(), corpus=corpus.to_dict(), baseline=BASELINE,
                    variants=rows, relay_model=relay)
     save_json(out / "summary.json", summary)
     draw(out)
@@ -204,8 +244,80 @@ def draw(out: Path) -> None:
     save_figure(out / "contrasts.png", fig)
 
 
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _contrast_window(summary: Summary):
+    """Every window variant's offsets exactly 0 beyond each layer's reach l (W - 1), at init and trained."""
+    reaches = [(name, when, r) for name, v in summary["variants"].items() if "window_reach" in v
+               for when, layers in v["window_reach"].items() for r in layers]
+    if not reaches:
+        return criteria.unmeasured("no window variant ran")
+    leaks = [f"{name} {when} layer {r['layer']}: offset > 0 at t = {r['last_nonzero']}, reach {r['reach']}"
+             for name, when, r in reaches if not r["zero_beyond"]]
+    text = (f"{len(reaches) - len(leaks)} of {len(reaches)} (variant, init or trained, layer) exactly 0 beyond the "
+            f"reach l (W - 1); last nonzero t per layer: {[r['last_nonzero'] for _, _, r in reaches]}")
+    return criteria.judged(text + (f"; {leaks[0]}" if leaks else ""), None, not leaks, leaks=leaks,
+                           reach=[r["reach"] for _, _, r in reaches], last_nonzero=[r["last_nonzero"] for _, _, r in reaches])
+
+
+def _minus_baseline(summary: Summary, name: str) -> dict[str, AlphaDifference | FitRefused]:
+    return {when: fit_from_dict(d) for when, d in summary["variants"][name]["minus_baseline"].items()}
+
+
+def _contrast_alibi(summary: Summary):
+    if "ALiBi" not in summary["variants"]:
+        return criteria.unmeasured("the ALiBi variant did not run")
+    diffs = _minus_baseline(summary, "ALiBi")
+    if not criteria.all_with_interval(diffs.values()):
+        return criteria.unmeasured("a difference could not be fitted with an interval",
+                                   refused=[d.reason for d in diffs.values() if isinstance(d, FitRefused)])
+    text = "; ".join(f"{when} {d.difference:+.2f} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}] on t in {list(d.t_range)}"
+                     for when, d in diffs.items())
+    return criteria.judged("last layer, alpha(ALiBi) - alpha(RoPE): " + text, [round(v, 3) for v in diffs["init"].ci],
+                           all(d.ci[0] > 0 for d in diffs.values()), **{when: d.to_dict() for when, d in diffs.items()})
+
+
+def _contrast_bias(summary: Summary):
+    names = [n for n in summary["variants"] if n.startswith("logit bias ")]
+    if len(names) < 2:
+        return criteria.unmeasured(f"{len(names)} logit-bias strength(summary) ran; the criterion needs two or more")
+    gammas = [float(n.removeprefix("logit bias ")) for n in names]
+    diffs = [_minus_baseline(summary, n)["init"] for n in names]
+    if not criteria.all_with_interval(diffs):
+        return criteria.unmeasured("a difference could not be fitted with an interval")
+    order = np.argsort(gammas)
+    points = [diffs[k].difference for k in order]
+    text = "last layer at init, alpha(bias) - alpha(none): " + "; ".join(
+        f"gamma {gammas[k]:g} {diffs[k].difference:+.2f} [{diffs[k].ci[0]:+.2f}, {diffs[k].ci[1]:+.2f}]" for k in order)
+    ok = all(d.ci[1] < 0 for d in diffs) and all(b < a for a, b in zip(points, points[1:]))
+    return criteria.judged(text, [round(v, 3) for v in diffs[order[-1]].ci], ok, gammas=[gammas[k] for k in order],
+                           difference=points, intervals=[list(diffs[k].ci) for k in order])
+
+
+CLAIMS = (
+    Claim("contrast_window_reach", "(This project) Beyond a sliding window W the prompt reaches a layer-l state only "
+          "through relay, from at most l (W - 1) positions back", criteria.OWN, ("architecture_contrasts",),
+          "Every layer l of every window variant, at init (every seed) and after training: the offset is exactly 0, bit "
+          "for bit, at every t > l (W - 1). Pass if so; fail if any offset beyond the reach is above 0 (an exact "
+          "receptive-field identity: a check).", _contrast_window, CHECK),
+    Claim("contrast_alibi_faster", "(This project) ALiBi shortens the prompt's influence against RoPE (the prompt's "
+          "share of attention falls exponentially with distance instead of diluting as 1/t)", criteria.OWN,
+          ("architecture_contrasts",),
+          "The last layer's alpha of ALiBi minus that of the same architecture with RoPE, on a common window above both "
+          "noise floors, at init (interval over seeds, then pairs) and after the same training (over pairs). Agree if "
+          "both intervals lie above 0; disagree otherwise; not measured if either difference is refused.",
+          _contrast_alibi),
+    Claim("contrast_bias_slows", "(This project) The dilution-cancelling logit bias slows forgetting at every "
+          "strength gamma, the more the larger gamma", criteria.OWN, ("architecture_contrasts",),
+          "At init, the last layer's alpha with the bias at each gamma minus that without, on a common window (interval "
+          "over seeds, then pairs). Agree if every interval lies below 0 and the differences fall as gamma grows; "
+          "disagree otherwise; not measured with fewer than two strengths.", _contrast_bias),
+)
+
+
 def main() -> None:
-    script_main(__doc__, "architecture_contrasts", PROFILES, run, table)
+    script_main(__doc__, "architecture_contrasts", PROFILES, run, table, claims=CLAIMS)
 
 
 if __name__ == "__main__":

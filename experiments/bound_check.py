@@ -15,11 +15,14 @@ Writes ``<out>/depth_<L>/{bound.npz, bound.json, bound.png}``, ``<out>/summary.j
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from nohair_jax.bound import NotApplicable, ShapeCheck, check_bound, check_row, explicit_from_saved, shape_from_dict
+from nohair_jax import criteria
+from nohair_jax.bound import BoundRow, NotApplicable, ShapeCheck, check_bound, check_row, explicit_from_saved, shape_from_dict
+from nohair_jax.claims import CHECK, Claim, Judgement
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -30,7 +33,17 @@ PROFILES = {
 }
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``): one
+    ``BoundRow`` per depth."""
+
+    rows: list[BoundRow]
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+    seed: NotRequired[int]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     p = dict(PROFILES[profile], **(settings or {}))
     rows = []
     for depth in p["depths"]:
@@ -60,6 +73,58 @@ def draw(out: Path) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(out / "bound_margins.png", fig)
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _conditions(summary: Summary):
+    rows = summary["rows"]
+    failures = [f for row in rows for f in row["failures"]]
+    logit = max(max(row["logit_bound"]) for row in rows)
+    sigma = min(row["sigma_min_over_floor"] for row in rows)
+    text = f"largest logit B = {logit:.3g}; smallest sigma_min = {sigma:.3g} x sqrt(eps); depths {[r['depth'] for r in rows]}"
+    return criteria.judged(text + (f"; fails: {failures[0]}" if failures else ""), None, not failures, largest_logit=logit,
+                           sigma_min_over_sqrt_eps=sigma, failures=failures)
+
+
+def _bound_holds(summary: Summary):
+    checks = [explicit_from_saved(r["explicit"]) for r in summary["rows"]]
+    entries = [e for c in checks if not isinstance(c, NotApplicable) for e in c]
+    if not entries:
+        return criteria.unmeasured("the bound does not apply to the measured models")
+    margins = [e.margin for e in entries]
+    holds = all(e.holds for e in entries)
+    text = (f"explicit bound {'above every' if holds else 'below some'} measured offset; "
+            f"smallest margin bound/measured = {min(margins):.3g}")
+    return criteria.judged(text, None, holds, margins=margins)
+
+
+def _relay_logs(summary: Summary):
+    shape = criteria.shape_test([e for r in summary["rows"] for e in r["shape"]])
+    if shape is None:
+        return criteria.unmeasured("shape check could not be fitted")
+    text, interval, verdict, evidence = shape
+    return Judgement(text, interval, verdict, evidence)
+
+
+CLAIMS = (
+    Claim("bound_conditions", "The bound's conditions hold on the small untrained models: bounded logits, pre-norm "
+          "activations away from zero", "B finite, sigma_min > 0", ("bound_check",),
+          "As for the language model, on the small untrained models at every depth measured. Fail if any "
+          "condition fails.", _conditions, CHECK),
+    Claim("bound_holds", "The explicit bound C_L P (log t)^(L-1) / t is never exceeded (small untrained models; "
+          "margins of thousands: an implementation check)",
+          "offset <= C_L P (log t)^(L-1) / t", ("bound_check",),
+          "The explicit bound, with constants computed from the measured conditions, against the largest offset over "
+          "pairs at every layer and t. Agree if the bound is at or above every measured offset, disagree if any offset "
+          "exceeds it; not measured where the bound does not apply.", _bound_holds, CHECK),
+    Claim("relay_only_logs", "Relay can only add logarithmic factors: offsets decay at least like the relay shape",
+          "slope of offset / shape <= 0", ("bound_check",),
+          "Per layer, the log-log slope of offset / relay-model offset over t in [T/16, T]. Agree if every layer's "
+          "interval reaches 0 or below; disagree if any layer's interval lies above 0 (offsets decaying more slowly "
+          "than the relay shape).", _relay_logs),
+)
 
 
 def main() -> None:

@@ -21,13 +21,16 @@ and ``measures.png`` and
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from nohair_jax import criteria
 from nohair_jax import dynamics as dyn
 from nohair_jax import token_dynamics as td
-from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.claims import CHECK, NOT_MEASURED, Claim
+from nohair_jax.experiments import control_threshold, experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
 PROFILES = {
@@ -46,7 +49,38 @@ def conditions(p: dict) -> list[dict]:
             for case in cases for gain in (0.0, p["gain"])]
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class Final(TypedDict):
+    max: float
+
+
+class ControlRow(TypedDict):
+    """One condition (``token_dynamics.summarise``): heads, clusters targeted, the control gain (0: free),
+    the fraction of draws reaching eps, and the final measure's quantiles over draws."""
+
+    heads: int
+    clusters_targeted: int
+    gain_ratio: float
+    draws: int
+    measure: str
+    reached: float
+    final: Final
+
+
+class Settings(TypedDict):
+    eps: float
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
+
+    settings: Settings
+    rows: list[ControlRow]
+    profile: NotRequired[str]
+    example_draw: NotRequired[int]
+    units: NotRequired[str]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     """Run the profile (``settings`` override its values), save, draw; returns the summary."""
     p, out = dict(PROFILES[profile], **(settings or {})), Path(out)
     td.check_settings(draws=p["draws"], n=p["n"], d=p["d"], heads=max(p["heads"]), steps=p["steps"], dt=p["dt"],
@@ -150,6 +184,84 @@ def great_circle_path(points: np.ndarray, per: int = 8) -> np.ndarray:
     weight = lambda u: np.where(omega > 1e-6, np.sin(u * omega) / np.maximum(np.sin(omega), 1e-12), u)  # noqa: E731
     arcs = weight(1 - s) * a[:, None] + weight(s) * b[:, None]  # [F - 1, per, 3]
     return np.concatenate([arcs.reshape(-1, 3), points[-1:]])
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _consensus_rows(summary: Summary, clusters: int) -> list[ControlRow]:
+    return [r for r in summary["rows"] if r["clusters_targeted"] == clusters]
+
+
+def _controlled(rows: list[ControlRow], what: str):
+    """The verdict for 'the control reaches the target in every draw', with the free system beside it."""
+    control = [r for r in rows if r["gain_ratio"] > 0]
+    free = [r for r in rows if r["gain_ratio"] == 0]
+    if not control:
+        return criteria.unmeasured(f"no controlled {what} run at this profile")
+    draws = control[0]["draws"]
+    text = (f"{what}: reached by {min(r['reached'] for r in control):.0%} of {draws} random (Q, K, V) draws with the control "
+            f"(gain {control[0]['gain_ratio']:g} ||V||), {max((r['reached'] for r in free), default=0):.0%} without; "
+            f"largest final {control[0]['measure']} {max(r['final']['max'] for r in control):.2g}")
+    return criteria.judged(text, None, all(r["reached"] == 1.0 for r in control),
+                           reached_with_control=[r["reached"] for r in control], reached_without=[r["reached"] for r in free],
+                           gain_ratio=control[0]["gain_ratio"], draws=draws)
+
+
+def _consensus(summary: Summary, threshold: control_threshold.Summary):
+    eps = summary["settings"]["eps"]
+    judged = _controlled(_consensus_rows(summary, 1), f"consensus (diameter < {eps})")
+    if judged.verdict == NOT_MEASURED:
+        return judged
+    guarantee = 2 / eps
+    worst = control_threshold.adversarial_at(threshold, guarantee)
+    if not worst:
+        return criteria.unmeasured(judged.measured + f"; the adversary did not search gain {guarantee:g} ||V||", **judged.evidence)
+    ok = judged.verdict == "agree" and all(r["reached"] == 1.0 for r in worst)
+    shapes = ", ".join(f"n {r['n']}, d {r['d']}" for r in worst)
+    text = (judged.measured + f"; adversarial (Q, K, V) at {guarantee:g} ||V||, the theory's gain for eps: worst final "
+            f"diameter {max(r['worst'] for r in worst):.2g} ({shapes})")
+    return criteria.judged(text, None, ok, **judged.evidence, adversarial_worst=[r["worst"] for r in worst])
+
+
+def _clusters(summary: Summary):
+    rows = [r for r in summary["rows"] if r["clusters_targeted"] > 1]
+    ks = sorted({r["clusters_targeted"] for r in rows})
+    return _controlled(rows, f"{ks} chosen clusters")
+
+
+def _multihead(summary: Summary):
+    rows = [r for r in _consensus_rows(summary, 1) if r["heads"] > 1]
+    heads = sorted({r["heads"] for r in rows})
+    return _controlled(rows, f"consensus with {heads} heads")
+
+
+CLAIMS = (
+    Claim("ff_consensus", "A feed-forward control steers the tokens arbitrarily close to consensus whatever Q, K, V are",
+          "every (Q, K, V)", (), "A theorem of the second paper; its simulation at the gain from which the proof "
+          "guarantees eps is the check ff_consensus_check. No measurement of a model can contradict it.",
+          criteria.proved("ff_consensus_check", "a theorem, simulated where the proof guarantees it")),
+    Claim("ff_consensus_check", "Consensus under the control at the gains the proof covers (random and adversarial "
+          "(Q, K, V))", "every (Q, K, V)", ("consensus", "control_threshold"),
+          "Tokens on the sphere under the consensus control: random (Q, K, V) draws at the profile's gain, and (Q, K, V) "
+          "found by gradient ascent on the diameter through the simulation (worst cases) at the gain 2 / eps ||V|| from "
+          "which the theory guarantees eps. Agree if every random and every adversarial draw ends with a diameter below "
+          "eps; fail if any does not.", _consensus, CHECK),
+    Claim("ff_clusters", "The control result extends to convergence to several clusters", "every (Q, K, V)", (),
+          "A theorem; simulated as the check ff_clusters_check.", criteria.proved("ff_clusters_check", "a theorem")),
+    Claim("ff_clusters_check", "The cluster control reaches its targets (random (Q, K, V), gain 40 ||V||)",
+          "every (Q, K, V)", ("consensus",),
+          "As consensus (random draws only), with a control towards k chosen targets; the control knows "
+          "each token's index, which assigns its target (side information a feed-forward layer has only through "
+          "positions). Agree if every controlled draw ends within eps of its assigned target; disagree otherwise.",
+          _clusters, CHECK),
+    Claim("ff_multihead", "The control result extends to multi-head attention", "every (Q, K, V)", (),
+          "A theorem; simulated as the check ff_multihead_check.", criteria.proved("ff_multihead_check", "a theorem")),
+    Claim("ff_multihead_check", "The control reaches consensus with several heads (random (Q, K, V), gain 40 ||V||)",
+          "every (Q, K, V)", ("consensus",),
+          "As consensus (random draws only), with several attention heads. Agree if every controlled draw reaches "
+          "consensus; fail otherwise.", _multihead, CHECK),
+)
 
 
 def main() -> None:

@@ -28,10 +28,14 @@ Writes ``summary.json``, ``series.npz``, ``measures.png`` (measures against time
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
+from nohair_jax import criteria
+from nohair_jax.claims import Claim
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import save_json
 from nohair_jax.token_dynamics import (adversarial_diameters, cluster_goals, gain_sweep, random_systems,
@@ -84,7 +88,65 @@ def threshold_map(grid: dict, eps: float, seed: int) -> dict:
     return dict(settings=dict(grid, horizon=grid["steps"] * grid["dt"], eps=eps), rows=rows)
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class GainRow(TypedDict):
+    """Random draws at one control gain (``gain_ratio``, units of ||V||): the fraction reaching eps."""
+
+    gain_ratio: float
+    reached: float
+
+
+class Transition(TypedDict):
+    """Where the random draws cross (``token_dynamics.gain_sweep``); ``reached_all``: the smallest gain
+    at which every draw reached eps (None: none)."""
+
+    reached_all: float | None
+
+
+class AdversarialRow(TypedDict):
+    """(Q, K, V) found by gradient ascent on the diameter at one (n, d) and gain: the worst final diameter."""
+
+    n: int
+    d: int
+    gain_ratio: float
+    reached: float
+    worst: float
+
+
+class Adversarial(TypedDict):
+    rows: list[AdversarialRow]
+
+
+class GridRow(TypedDict):
+    """Random draws at one (n, d, beta): the fraction reaching eps at each gain."""
+
+    n: int
+    d: int
+    beta: float
+    gains: list[float]
+    reached: list[float]
+    reached_all: float | None
+
+
+class Grid(TypedDict):
+    rows: list[GridRow]
+
+
+class Settings(TypedDict):
+    eps: float
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
+
+    settings: Settings
+    rows: list[GainRow]
+    transition: Transition
+    adversarial: Adversarial
+    grid: NotRequired[Grid]
+    meta: NotRequired[dict]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     """Run the profile (``settings`` override its values), save, draw; returns the summary."""
     p = dict(PROFILES[profile], **(settings or {}))
     search, grid = p.pop("adversarial"), p.pop("grid")
@@ -93,6 +155,56 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     summary["grid"] = threshold_map(grid, p["eps"], seed)
     save_json(Path(out) / "summary.json", summary)
     return summary
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def adversarial_at(summary: Summary, gain: float) -> list[AdversarialRow]:
+    """The adversarial search's rows at ``gain`` (one per (n, d) searched)."""
+    return [r for r in summary["adversarial"]["rows"] if abs(r["gain_ratio"] - gain) < 1e-9]
+
+
+def _threshold(summary: Summary):
+    ct = summary
+    tr, rows, adv = ct["transition"], ct["rows"], ct["adversarial"]["rows"]
+    eps = ct["settings"]["eps"]
+    guarantee = 2 / eps
+    shapes = sorted({(r["n"], r["d"]) for r in adv})
+    evidence = dict(gains=[r["gain_ratio"] for r in rows], reached=[r["reached"] for r in rows], transition=tr,
+                    adversarial=[dict(n=r["n"], d=r["d"], gain_ratio=r["gain_ratio"], worst=r["worst"]) for r in adv])
+    if not shapes or not any(r["gain_ratio"] <= 1 for r in adv) or not adversarial_at(summary, guarantee):
+        return criteria.unmeasured(f"the adversary did not search both a gain at or below ||V|| and {guarantee:g} ||V||", **evidence)
+    parts, ok = [], True
+    for n, d in shapes:
+        mine = sorted((r for r in adv if (r["n"], r["d"]) == (n, d)), key=lambda r: r["gain_ratio"])
+        defeated = [r["gain_ratio"] for r in mine if r["reached"] < 1.0]
+        held = [r["gain_ratio"] for r in mine if r["reached"] == 1.0]
+        ok &= any(g <= 1 for g in defeated) and guarantee in held
+        parts.append(f"n {n}, d {d}: consensus defeated at {defeated or 'no gain'}, held at {held or 'no gain'} ||V||")
+    grid = ct.get("grid", {}).get("rows", [])
+    random_ok = all(r["reached"] == 1.0 for r in rows if r["gain_ratio"] >= guarantee) and all(
+        reached == 1.0 for r in grid for g, reached in zip(r["gains"], r["reached"]) if g >= guarantee)
+    evidence["grid"] = [dict(n=r["n"], d=r["d"], beta=r["beta"], reached_all=r["reached_all"]) for r in grid]
+    every = sorted({r["reached_all"] for r in grid}, key=lambda g: math.inf if g is None else g)
+    text = (f"adversarial (Q, K, V): {'; '.join(parts)}; random draws: every draw from {tr['reached_all']} ||V||"
+            + (f", and over {len(grid)} (n, d, beta) from {every} ||V||" if grid else "")
+            + f"; theory: threshold 1 ||V||, eps guaranteed from {guarantee:g} ||V||")
+    return criteria.judged(text, None, ok and random_ok, **evidence)
+
+
+CLAIMS = (
+    Claim("ff_threshold", "Consensus shows a threshold in the control gain (theory: gain > ||V|| suffices)",
+          "threshold at gain ~ ||V||", ("control_threshold",),
+          "Final diameter against the control gain r (units of ||V||), for random draws and for (Q, K, V) found by "
+          "gradient ascent on the diameter through the simulation, at every (n, d) searched, and random draws at several "
+          "(n, d, inverse temperature beta) on a coarser grid (||V|| needs no sweep: in these units the dynamics do not "
+          "depend on it). The theory: nothing is "
+          "guaranteed at r <= 1, eps is guaranteed from r = 2 / eps. Agree if at every (n, d) the adversary defeats "
+          "consensus at some r <= 1 and no draw, random or adversarial, misses eps at r = 2 / eps or above; disagree "
+          "otherwise (a threshold below ||V||, or a failure where eps is guaranteed); not measured if those gains were "
+          "not searched.", _threshold),
+)
 
 
 def main() -> None:

@@ -21,10 +21,13 @@ alpha_vs_depth.png, alpha_vs_prompt_len.png, offsets_vs_t.png) and ``<out>/summa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
 import nohair_jax as nh
+from nohair_jax import criteria
+from nohair_jax.claims import Claim, Judgement, Record
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_json
 from nohair_jax.sweep import sweep_table
@@ -49,14 +52,29 @@ PROFILES = {
 }
 
 
-def _last_layer_rows(summary: dict) -> list[dict]:
+class Cell(TypedDict):
+    """One cell of a grid: its axes, the last layer's alpha with interval, the relay model's alpha."""
+
+    depth: int
+    prompt_len: int
+    relay: float
+    width: NotRequired[int]
+    length: NotRequired[int]
+    alpha: NotRequired[float | None]
+    ci: NotRequired[list[float] | None]
+    t_range: NotRequired[list[int] | None]
+    seed_range: NotRequired[list[float] | None]
+    relay_no_residual: NotRequired[float]
+
+
+def _last_layer_rows(summary: dict) -> list[Cell]:
     """One line per cell: its axes, last-layer alpha with interval, per-seed range, relay alpha."""
     rows = []
     for row in summary["rows"]:
         fit = nh.fit_from_dict(row["fits"][-1])
         fitted = isinstance(fit, nh.PowerLawFit)
         seeds = [a[-1] for a in row["seed_alpha"] if a[-1] is not None]
-        rows.append(dict(
+        rows.append(Cell(
             depth=row["depth"], width=row["width"], prompt_len=row["prompt_len"], length=row["length"],
             alpha=fit.alpha if fitted else None, ci=list(fit.ci) if fitted and fit.ci else None,
             t_range=list(fit.t_range) if fitted else None,
@@ -89,10 +107,23 @@ def depth_differences(folder: Path, summary: dict, shared: dict) -> list[dict]:
     return out
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``):
+    ``depth_differences`` are ``AlphaDifference`` (or ``FitRefused``) records, each with its prompt
+    length and its two depths."""
+
+    depth_prompt: list[Cell]
+    depth_differences: list[Record]
+    lengths: NotRequired[list[Cell]]
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     del seed  # the grids name their seeds
     p = dict(PROFILES[profile], **(settings or {}))
-    result = dict(profile=profile, settings=p)
+    result = Summary(profile=profile, settings=p)
     for name in ("depth_prompt", "lengths"):
         grid = nh.SweepGrid(**p[name], **p["shared"])
         print(f"{name}: {len(grid.cells())} cells of {len(grid.seeds)} seeds x {grid.n_pairs} pairs", flush=True)
@@ -103,6 +134,32 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
                                                     p["shared"])
     save_json(out / "summary.json", result)
     return result
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _depth(summary: Summary):
+    sweep = summary
+    saved = sweep.get("depth_differences", [])
+    diffs = criteria.read_differences(saved)  # each record also names its prompt length and its two depths
+    if not diffs or not criteria.all_with_interval(diffs):
+        return criteria.unmeasured("needs two depths with a fitted difference at every prompt length", errors=criteria.refusals(diffs))
+    text = "; ".join(f"P={r['prompt_len']}: L{r['depths'][0]} - L{r['depths'][1]} {d.difference:+.2f} "
+                     f"[{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for r, d in zip(saved, diffs))
+    relay = "; ".join(f"P={r['prompt_len']} L{r['depth']}: relay {r['relay']:.2f}" for r in sweep["depth_prompt"])
+    verdict, _, below = criteria.every_above_zero(diffs)
+    return Judgement(f"last-layer alpha, shallower minus deeper: {text}; below 0 after a Bonferroni correction over "
+                     f"{len(diffs)} differences: {len(below)}", None, verdict, dict(differences=saved, relay_alpha=relay))
+
+
+CLAIMS = (
+    Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
+          "(last layer, difference above 0 at each step in depth)", "alpha falls with depth L", ("depth_length_sweep",),
+          "At every prompt length, the last layer's alpha of untrained models of neighbouring depths, shallower minus "
+          "deeper, with one interval of the difference (seeds, then pairs, resampled). Agree if every such interval "
+          "lies above 0; disagree if any reaches 0 or below; not measured if a difference cannot be fitted.", _depth),
+)
 
 
 def main() -> None:

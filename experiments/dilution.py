@@ -29,14 +29,17 @@ and the mean offset curves of the deepest model), drawn from the saved files.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.claims import part_claims_text
+from nohair_jax import criteria
+from nohair_jax.claims import CHECK, Claim, Record, part_claims_text
 from nohair_jax.model import untrained_model
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas
+from nohair_jax.fit import FitRefused, PowerLawFit, alphas
 from nohair_jax.results import load_json, save_figure, save_json
 
 PROFILES = {
@@ -67,7 +70,34 @@ def uniform_model(depth: int, seed: int, gamma: float | None, p: dict) -> nh.Tra
                                              seed=seed, prompt_logit_bias=bias))
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class Depth(TypedDict):
+    """One depth: alpha per layer without and with the bias (``PowerLawFit`` records, or ``FitRefused``'s,
+    intervals over seeds, then pairs), their difference per layer (``AlphaDifference`` records), and the
+    relay model's alpha on the same windows."""
+
+    depth: int
+    uniform: list[Record]
+    uniform_bias: list[Record]
+    difference: list[Record]
+    relay: list[float]
+
+
+class Settings(TypedDict):
+    seeds: list[int]
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
+
+    settings: Settings
+    rows: list[Depth]
+    profile: NotRequired[str]
+    seed: NotRequired[int]
+    variants: NotRequired[dict]
+    interval: NotRequired[str]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     """``seed`` offsets the model seeds and draws the pairs; returns the summary."""
     p = dict(PROFILES[profile], **(settings or {}))
     fits = dict(t_min=p["t_min"], n_boot=p["n_boot"])
@@ -84,11 +114,11 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
                 runs.append(nh.measure(uniform_model(depth, seed + k, gamma, p), pairs, floor_pairs=1, fit_kwargs=fits))
                 runs[-1].save(folder, meta=dict(experiment="dilution", variant=name, seed=seed + k))
             pooled[name] = nh.pool(runs, **fits)  # [seeds * pairs, L+1, T], intervals over seeds, then pairs
-        row = dict(depth=depth, **{name: [fit.to_dict() for fit in pooled[name].fits] for name in VARIANTS})
+        row = Depth(depth=depth, **{name: [fit.to_dict() for fit in pooled[name].fits] for name in VARIANTS})
         row["difference"] = [_difference(t, pooled, layer, fits) for layer in range(1, depth + 1)]
         row["relay"] = relay_alphas(p["prompt_len"], p["length"], pooled["uniform"].fits, p["t_min"])
         rows.append(row)
-    summary = dict(profile=profile, settings=p, seed=seed, variants=dict(VARIANTS), rows=rows,
+    summary = Summary(profile=profile, settings=p, seed=seed, variants=dict(VARIANTS), rows=rows,
                    interval="t-interval, standard error from a bootstrap over seeds, then pairs within them")
     save_json(out / "summary.json", summary)
     draw(out)
@@ -132,6 +162,79 @@ def draw(out: Path) -> None:
     save_figure(out / "dilution.png", fig)
 
 
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _dilution_fits(summary: Summary, variant: str) -> list[tuple[int, int, PowerLawFit | FitRefused]]:
+    """(depth, layer, fit) of one variant of the uniform-attention networks, every depth and layer."""
+    return [(r["depth"], k, f) for r in summary["rows"] for k, f in enumerate(criteria.read_fits(r[variant]), start=1)]
+
+
+def _dilution_evidence(summary: Summary) -> dict:
+    rows = summary["rows"]
+    return dict(depths=[r["depth"] for r in rows], seeds=summary["settings"]["seeds"],
+                **{name: [alphas(criteria.read_fits(r[name])) for r in rows] for name in ("uniform", "uniform_bias")},
+                **{f"{name}_interval": [[criteria.alpha_interval(f) for f in criteria.read_fits(r[name])] for r in rows]
+                   for name in ("uniform", "uniform_bias")},
+                difference_interval=[[criteria.difference_ci(d) for d in criteria.read_differences(r["difference"])] for r in rows],
+                relay_alpha=[r["relay"] for r in rows])
+
+
+def _sufficient(summary: Summary):
+    fits, evidence = _dilution_fits(summary, "uniform"), _dilution_evidence(summary)
+    if any(criteria.alpha_interval(f) is None for _, _, f in fits):
+        return criteria.unmeasured("a layer of the uniform-attention networks could not be fitted with an interval", **evidence)
+    lowest = min(fits, key=lambda x: criteria.alpha_interval(x[2])[0])
+    relay = [a for r in summary["rows"] for a in r["relay"]]
+    text = (f"uniform attention, no bias: alpha {min(f.alpha for _, _, f in fits):.2f} to "
+            f"{max(f.alpha for _, _, f in fits):.2f} over {len(fits)} layers (depths {evidence['depths']}, "
+            f"seeds {evidence['seeds']}); lowest interval {criteria.alpha_interval(lowest[2])} (depth {lowest[0]}, "
+            f"layer {lowest[1]}); "
+            f"relay model on the same windows {min(relay):.2f} to {max(relay):.2f}")
+    return criteria.judged(text, None, criteria.alpha_interval(lowest[2])[0] > 0, **evidence)
+
+
+def _necessary(summary: Summary):
+    fits, evidence = _dilution_fits(summary, "uniform_bias"), _dilution_evidence(summary)
+    diffs = [(r["depth"], k, d) for r in summary["rows"] for k, d in enumerate(criteria.read_differences(r["difference"]), start=1)]
+    if any(criteria.alpha_interval(f) is None for _, _, f in fits) or not criteria.all_with_interval(d for _, _, d in diffs):
+        return criteria.unmeasured("a layer of the biased networks, or its difference, could not be fitted with an interval",
+                                   **evidence)
+    moving = [f"depth {depth} layer {k} {criteria.alpha_interval(f)}" for depth, k, f in fits if not criteria.near_zero(f)]
+    same = [f"depth {depth} layer {k} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for depth, k, d in diffs if d.ci[0] <= 0]
+    text = (f"uniform attention with the bias: alpha {min(f.alpha for _, _, f in fits):+.2f} to "
+            f"{max(f.alpha for _, _, f in fits):+.2f} over {len(fits)} layers; not near 0: {moving or 'none'}; "
+            f"difference without minus with the bias not above 0: {same or 'none'}")
+    return criteria.judged(text, None, not moving and not same, **evidence)
+
+
+CLAIMS = (
+    Claim("dilution_sufficient", "Dilution is sufficient for the forgetting (untrained networks and the solvable model)",
+          "alpha > 0 without training", (), "Not measured: the project's test zeroes every query so that attention "
+          "only dilutes, and there a positive alpha follows by arithmetic (shares exactly P / (P + t)); it is the check "
+          "dilution_sufficient_check. A test on models whose attention is not forced to dilute is not built.",
+          criteria.proved("dilution_sufficient_check", "with attention forced to dilute, forgetting follows by arithmetic")),
+    Claim("dilution_sufficient_check", "Networks whose attention only dilutes forget (queries zeroed: an identity)",
+          "alpha > 0 without training", ("dilution",),
+          "Small untrained networks with every query projection zeroed, so every attention logit is exactly 0 and "
+          "the prompt's share of attention is exactly P / (P + t): dilution is the only thing in attention that "
+          "changes with t. Alpha per layer on t in [32, T] at every depth, the interval over seeds, then pairs. "
+          "Agree if every layer's interval lies above 0; disagree if any reaches 0 or below; not measured if a layer "
+          "cannot be fitted. The relay model's alpha on the same windows is reported beside.", _sufficient, CHECK),
+    Claim("dilution_necessary", "Dilution is necessary: cancelling it with the logit bias stops the forgetting",
+          "alpha ~ 0 with the bias", (), "The paper's evidence is training with the bias (the rows bias_stops_decay and "
+          "bias_reverses); the project's uniform-attention test holds by arithmetic (the check dilution_necessary_check). "
+          "A test on the trained real model with the bias added at inference is not built yet.",
+          criteria.proved("dilution_necessary_check", "on uniform attention the bias holds the prompt's share fixed by construction")),
+    Claim("dilution_necessary_check", "With attention forced to dilute, the dilution-cancelling bias stops the "
+          "forgetting (an identity)", "alpha ~ 0 with the bias", ("dilution",),
+          "The same networks (same parameters, seeds and pairs) with the dilution-cancelling bias gamma log(i / P) on "
+          "the prompt keys, which holds the prompt's share of attention near 1/2. Agree if in every layer the biased "
+          f"alpha's interval contains 0 or ends below {criteria.NEAR_ZERO} and the interval of alpha without minus with the "
+          "bias lies above 0; fail if any layer fails either; not measured if a layer cannot be fitted.", _necessary, CHECK),
+)
+
+
 def main() -> None:
     args = parse_experiment_args(experiment_parser(__doc__, "dilution", PROFILES))
     summary = run(args.profile, args.out, args.seed)
@@ -139,7 +242,7 @@ def main() -> None:
         pairs = zip(map(nh.fit_from_dict, row["uniform"]), map(nh.fit_from_dict, row["uniform_bias"]), row["relay"])
         cells = [f"L{k}: {f.brief()} vs {g.brief()} (relay {r:.2f})" for k, (f, g, r) in enumerate(pairs, 1)]
         print(f"depth {row['depth']}, alpha without vs with the bias: " + "; ".join(cells))
-    print(part_claims_text("dilution", summary))
+    print(part_claims_text(CLAIMS, summary))
 
 
 if __name__ == "__main__":

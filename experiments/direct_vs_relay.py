@@ -15,12 +15,16 @@ Writes ``split.npz`` (t, total, direct, relay), ``split.json`` (fits per layer a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
+from nohair_jax import criteria
+from nohair_jax.claims import CHECK, Claim, Record
 from nohair_jax.direct_relay import direct_relay_split
+from nohair_jax.fit import PowerLawFit, alphas
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
@@ -32,7 +36,29 @@ PROFILES = {
 PARTS = ("total", "direct", "relay")
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class Split(TypedDict):
+    """Saved fits (``PowerLawFit`` or ``FitRefused`` records) per layer of each part of the offset."""
+
+    direct: list[Record]
+    total: NotRequired[list[Record]]
+    relay: NotRequired[list[Record]]
+
+
+class Settings(TypedDict):
+    prompt_len: int
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in split.json and the claims read (``claims.check_summary``)."""
+
+    settings: Settings
+    fits: Split
+    profile: NotRequired[str]
+    seed: NotRequired[int]
+    model: NotRequired[dict]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     p = dict(PROFILES[profile], **(settings or {}))
     model, pairs = untrained_model_and_pairs(p, p["depth"], seed)
     split = direct_relay_split(model, *pairs, progress=True)
@@ -62,6 +88,30 @@ def draw(out: Path) -> None:
     fig.suptitle("direct read of the prompt versus relay through earlier continuation tokens (untrained)")
     fig.tight_layout()
     save_figure(out / "split.png", fig)
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _direct(summary: Summary):
+    split = summary
+    fits = [f for f in criteria.read_fits(split["fits"]["direct"]) if isinstance(f, PowerLawFit)]
+    if not fits:
+        return criteria.unmeasured("no direct part could be fitted")
+    reference = criteria.dilution_alpha(split["settings"]["prompt_len"], fits[0].t_range)
+    direct = alphas(fits)
+    text = (f"direct-read alpha per layer {', '.join(f'{a:.2f}' for a in direct)}; dilution P/(P+t) on the same window "
+            f"{reference:.2f}")
+    return criteria.judged(text, [round(min(direct), 3), round(max(direct), 3)], all(abs(a - reference) < 0.1 for a in direct),
+                           direct_alpha=direct, dilution_alpha=reference)
+
+
+CLAIMS = (
+    Claim("direct_is_dilution", "The direct read of an untrained model (near-uniform attention) dilutes as P/(P+t)",
+          "alpha = 1 for P/(P+t)", ("direct_vs_relay",),
+          "Per layer, alpha of the direct-read part of the offset against alpha of P / (P + t) fitted on the same "
+          "window. Pass if every layer is within 0.1 of it, fail otherwise.", _direct, CHECK),
+)
 
 
 def main() -> None:

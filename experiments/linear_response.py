@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import chex
 import numpy as np
@@ -36,6 +37,7 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 import nohair_jax as nh
+from nohair_jax.claims import Record
 from nohair_jax.config import default_config
 from nohair_jax.experiments import script_main, short_training
 from nohair_jax.figures import drawn_layers, layer_colors
@@ -80,7 +82,26 @@ def response(model, pairs: nh.PromptPairs, n_random: int, folder: Path) -> Linea
     return r
 
 
-def response_row(t, finite, floor, groups, responses: list[LinearResponse], fits: dict, folder: Path) -> dict:
+
+class ResponseRow(TypedDict):
+    """One model row of the comparison (``response_row``): per layer, fits of the finite offsets, of the
+    Jacobian along the pair's difference and of its Frobenius norm, and each Jacobian minus the finite
+    offsets (``PowerLawFit`` / ``AlphaDifference`` records, or ``FitRefused``'s); ``seeds`` where the
+    models are fresh initialisations."""
+
+    n_pairs: int
+    finite: list[Record]
+    frobenius: list[Record]
+    frobenius_minus_finite: list[Record]
+    seeds: NotRequired[list[int]]
+    n_layers: NotRequired[int]
+    along_pair: NotRequired[list[Record]]
+    along_minus_finite: NotRequired[list[Record]]
+    ratio_t: NotRequired[list[int]]
+    ratio: NotRequired[list[list[float]]]
+
+
+def response_row(t, finite, floor, groups, responses: list[LinearResponse], fits: dict, folder: Path) -> ResponseRow:
     """The comparison of one model row: the finite offsets ``finite`` [n_pairs, L+1, T] (their noise
     floor [L+1, T] and ``groups``, the seed of each pair, or None) beside the ``responses`` of the same
     pairs in order, fitted per layer with ``fits``; the finite / along-pair ratio saved as
@@ -99,7 +120,7 @@ def response_row(t, finite, floor, groups, responses: list[LinearResponse], fits
         ratio = np.exp(np.mean(np.log(finite[:, 1:] / along[:, 1:]), axis=0))
     at = [k - 1 for k in (*RATIO_T, t[-1]) if k <= t[-1]]
     save_npz(folder / "ratio.npz", t=t, ratio=ratio)
-    return dict(n_pairs=int(along.shape[0]), n_layers=along.shape[1] - 1,
+    return ResponseRow(n_pairs=int(along.shape[0]), n_layers=along.shape[1] - 1,
                 finite=[f.to_dict() for f in nh.fit_layers(t, finite, floor, groups=groups, **fits)],
                 along_pair=[f.to_dict() for f in nh.fit_layers(t, along, groups=groups, **fits)],
                 frobenius=[f.to_dict() for f in nh.fit_layers(t, frobenius, groups=groups, **fits)],

@@ -9,7 +9,7 @@ measures alpha per layer at several steps on held-out text pairs.
     python experiments/logit_bias.py --out results/logit_bias
     python experiments/logit_bias.py --profile full --out results/logit_bias
 
-The claims are judged (``nohair_jax.claims``) inside the training context, t in [32, C - P], where
+The claims are judged (at the end of this file) inside the training context, t in [32, C - P], where
 the models have seen such positions: at every measured step the last layer's alpha of both runs
 with its interval, and the interval of their difference (bias minus no bias).
 
@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable, NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
-from nohair_jax.claims import part_claims_text
+from nohair_jax import criteria
+from nohair_jax.claims import Claim, Record, part_claims_text
 from nohair_jax.config import default_config
+from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
@@ -44,7 +47,52 @@ PROFILES = {
 RUNS = {"no_bias": None, "bias": 1.0}
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class Run(TypedDict):
+    """One training run (with or without the bias): alpha per layer at each measured step and the
+    held-out loss's plateau (``train.held_out_plateau``, None without history)."""
+
+    plateau: Record | None
+    gamma: NotRequired[float | None]
+    model: NotRequired[dict]
+    steps: NotRequired[list[int]]
+    alpha: NotRequired[list[list[float | None]]]
+    bits_per_byte: NotRequired[float]
+    wall_s: NotRequired[float]
+
+
+class Step(TypedDict):
+    """One measured step, inside the training context: the last layer's fit of each run and the
+    difference bias minus no bias (``PowerLawFit`` / ``AlphaDifference`` records, or ``FitRefused``'s)."""
+
+    step: int
+    bias: Record
+    no_bias: Record
+    difference: Record
+
+
+class InContext(TypedDict):
+    t_max: int
+    steps_total: int
+    rows: list[Step]
+
+
+class Runs(TypedDict):
+    bias: Run
+    no_bias: Run
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``); ``seeds``: the
+    seeds trained (one today: the trained rows need three)."""
+
+    seeds: list[int]
+    runs: Runs
+    in_context: InContext
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     p = dict(PROFILES[profile], **(settings or {}))
     corpus = nh.stdlib_corpus()
     pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
@@ -60,16 +108,16 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
                        callbacks=[(p["measure_at"], offsets_callback(pairs, save_dir=out / name))])
         steps, alpha = alpha_history(result.history)
         bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
-        runs[name] = dict(gamma=gamma, model=model_cfg.to_dict(), steps=steps, alpha=alpha, bits_per_byte=bits,
+        runs[name] = Run(gamma=gamma, model=model_cfg.to_dict(), steps=steps, alpha=alpha, bits_per_byte=bits,
                           plateau=nh.held_out_plateau(result.history),
                           wall_s=time.perf_counter() - start)
-    summary = dict(profile=profile, settings=p, seed=seed, runs=runs, in_context=in_context(out, p, runs))
+    summary = Summary(profile=profile, settings=p, seeds=[seed], runs=Runs(**runs), in_context=in_context(out, p, runs))
     save_json(out / "summary.json", summary)
     draw(out)
     return summary
 
 
-def in_context(out: Path, p: dict, runs: dict) -> dict:
+def in_context(out: Path, p: dict, runs: dict) -> InContext:
     """At every measured step, inside the training context (t in [32, C - P]): the last layer's fit
     of each run and the interval of alpha(bias) - alpha(no bias), refitted from the saved curves."""
     t_max = p["context"] - p["prompt_len"]
@@ -80,12 +128,12 @@ def in_context(out: Path, p: dict, runs: dict) -> dict:
             with np.load(out / name / f"offsets_step{step}.npz") as data:
                 curves[name] = (data["t"], data["l2"][:, -1], data["floor"][-1] if "floor" in data else None)
         (t, bias, floor_b), (_, plain, floor_p) = curves["bias"], curves["no_bias"]
-        row = dict(step=int(step))
+        row = Step(step=int(step))
         for name, (_, l2, floor) in curves.items():
             row[name] = nh.fit_or_refuse(t, l2, t_max=t_max, floor=floor).to_dict()
         row["difference"] = nh.difference_or_refuse(t, bias, plain, t_max=t_max, floor_a=floor_b, floor_b=floor_p).to_dict()
         rows.append(row)
-    return dict(t_max=t_max, steps_total=p["steps"], rows=rows)
+    return InContext(t_max=t_max, steps_total=p["steps"], rows=rows)
 
 
 def draw(out: Path) -> None:
@@ -115,6 +163,81 @@ def draw(out: Path) -> None:
     save_figure(out / "logit_bias.png", fig)
 
 
+# ---------------------------------------------------------------- the claims this part measures
+
+
+EARLY_FRACTION = 0.05  # "early in training": the first 5 % of the steps
+
+
+def _bias_evidence(ic: InContext) -> dict:
+    return dict(window=[32, ic["t_max"]], steps=[r["step"] for r in ic["rows"]],
+                **{name: alphas(criteria.read_fits([r[name] for r in ic["rows"]])) for name in ("bias", "no_bias")},
+                **{f"{name}_interval": [criteria.alpha_interval(f) for f in criteria.read_fits([r[name] for r in ic["rows"]])]
+                   for name in ("bias", "no_bias")},
+                difference_interval=[criteria.difference_ci(fit_from_dict(r["difference"])) for r in ic["rows"]])
+
+
+def _bias_last_step(run: str, accept: Callable[[PowerLawFit], bool]):
+    """Judge one run's (``bias`` or ``no_bias``) last-layer fit at the last measured step with ``accept(fit)``."""
+    def judge(summary: Summary):
+        ic = summary["in_context"]
+        last = ic["rows"][-1]
+        fit = fit_from_dict(last[run])
+        if isinstance(fit, FitRefused):
+            return criteria.unmeasured(fit.reason, **_bias_evidence(ic))
+        text = f"{fit.alpha:.2f} (last layer, step {last['step']}, t in {list(fit.t_range)}, inside the training context)"
+        short = criteria.short_of_trained([summary["runs"][run] for _ in summary["seeds"]])
+        if short:
+            return criteria.unmeasured(f"{text}; not trained enough to judge: {short}", **_bias_evidence(ic))
+        return criteria.judged(text, criteria.alpha_interval(fit), accept(fit), **_bias_evidence(ic))
+    return judge
+
+
+def _stopped(row: Step) -> bool:
+    """The biased run's alpha is near 0 at this step and below the unbiased run's."""
+    diff = criteria.difference_ci(fit_from_dict(row["difference"]))
+    return criteria.near_zero(fit_from_dict(row["bias"])) and diff is not None and diff[1] < 0
+
+
+def _bias_stops(summary: Summary):
+    ic = summary["in_context"]
+    rows, evidence = ic["rows"], _bias_evidence(ic)
+    start = criteria.difference_ci(fit_from_dict(rows[0]["difference"]))
+    if rows[0]["step"] != 0 or start is None:
+        return criteria.unmeasured("alpha at initialisation was not measured in both runs", **evidence)
+    if not start[0] <= 0 <= start[1]:
+        return criteria.unmeasured(f"the bias already changes alpha at initialisation (bias minus no bias "
+                                   f"[{start[0]:+.2f}, {start[1]:+.2f}]), so a stop caused by training cannot be seen", **evidence)
+    early = [r for r in rows if 0 < r["step"] <= EARLY_FRACTION * ic["steps_total"]]
+    if not early:
+        return criteria.unmeasured(f"no step measured in the first {EARLY_FRACTION:.0%} of the {ic['steps_total']} steps "
+                                   f"(measured: {[r['step'] for r in rows]})", **evidence)
+    stops = [r["step"] for r in early if _stopped(r)]
+    alpha_text = {name: ", ".join(criteria.alpha_text(f) for f in criteria.read_fits([r[name] for r in early]))
+                  for name in ("bias", "no_bias")}
+    text = (f"early steps {[r['step'] for r in early]}: bias alpha {alpha_text['bias']}, "
+            f"no bias {alpha_text['no_bias']}; stopped at {stops or 'no early step'}")
+    return criteria.judged(text, None, bool(stops), **evidence)
+
+
+CLAIMS = (
+    Claim("no_bias_trained", "Without the logit bias, trained models forget (last layer, last step)", "alpha 0.55 to 0.7",
+          ("logit_bias",), "The model trained without the bias, at the last measured step, alpha on t in [32, C - P] "
+          f"inside its training context C. {criteria.RANGE_CRITERION} [0.55, 0.7]. " + criteria.TRAINED_CRITERION,
+          _bias_last_step("no_bias", lambda f: criteria.overlaps(f, 0.55, 0.7))),
+    Claim("bias_stops_decay", "Cancelling dilution with a logit bias stops the decay early in training", "alpha ~ 0",
+          ("logit_bias",), "The same model trained with and without the bias (same seed, same pairs), alpha on t in "
+          f"[32, C - P]. Premise: at step 0 the two alphas are equal (the interval of their difference contains 0). "
+          f"Agree if at some step in the first {EARLY_FRACTION:.0%} of training the biased alpha's interval contains 0 "
+          f"or ends below {criteria.NEAR_ZERO} while the difference's interval lies below 0; disagree if no early step does; "
+          "not measured if the premise fails or no step that early was measured.", _bias_stops),
+    Claim("bias_reverses", "With the logit bias the decay reverses later in training (offsets grow)", "alpha < 0",
+          ("logit_bias",), "The model trained with the bias, at the last measured step, alpha on t in [32, C - P]. Agree "
+          "if its interval lies entirely below 0, disagree otherwise. " + criteria.TRAINED_CRITERION,
+          _bias_last_step("bias", lambda f: criteria.alpha_interval(f) is not None and criteria.alpha_interval(f)[1] < 0)),
+)
+
+
 def main() -> None:
     args = parse_experiment_args(experiment_parser(__doc__, "logit_bias", PROFILES))
     summary = run(args.profile, args.out, args.seed)
@@ -122,7 +245,7 @@ def main() -> None:
         print(f"{name}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")
         for step, row in zip(r["steps"], r["alpha"]):
             print(f"  step {step:>5}: alpha per layer " + ", ".join(f"{a:.2f}" for a in row))
-    print(part_claims_text("logit_bias", summary))
+    print(part_claims_text(CLAIMS, summary))
 
 
 if __name__ == "__main__":

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from nohair_jax import relay
+from nohair_jax import criteria, relay
+from nohair_jax.claims import CHECK, Claim
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -39,7 +41,29 @@ def _max_rel(a, b) -> float:
     return float(np.max(np.abs(a - b) / np.abs(b)))
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class RelayRow(TypedDict):
+    """One depth: the exact model's delta_L / (P (log t)^(L-1) / t) at ``ratio_t``, and its limit 1 / (L-1)!."""
+
+    depth: int
+    ratio_t: list[float]
+    ratio_to_shape: list[float]
+    ratio_limit: float
+    recursion_vs_exact: NotRequired[float]
+    recursion_vs_closed: NotRequired[float]
+    local_exponent: NotRequired[list[float]]
+    local_exponent_residual: NotRequired[list[float]]
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
+
+    rows: list[RelayRow]
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+    t: NotRequired[list[float]]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     del seed  # deterministic: nothing is drawn
     p = dict(PROFILES[profile], **(settings or {}))
     P, depth = p["prompt_len"], max(p["depths"])
@@ -85,6 +109,33 @@ def draw(out: Path) -> None:
     ax_ratio.legend(fontsize=8)
     fig.tight_layout()
     save_figure(out / "relay_model.png", fig)
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _bound_tight(summary: Summary):
+    rows = summary["rows"]
+    deep = [r for r in rows if r["depth"] >= 2]
+    approaching = all(np.all(np.diff(r["ratio_to_shape"]) > 0) and r["ratio_to_shape"][-1] <= r["ratio_limit"] * (1 + 1e-9)
+                      and r["ratio_to_shape"][-1] > 0.5 * r["ratio_limit"] for r in deep)
+    t_max = rows[0]["ratio_t"][-1]
+    text = "; ".join(f"L={r['depth']}: {r['ratio_to_shape'][-1]:.3g} -> {r['ratio_limit']:.3g}" for r in deep)
+    return criteria.judged(f"delta_L / (P (log t)^(L-1) / t) at t = {t_max:.0e}: {text}", None, approaching,
+                           ratio_at_t_max={r["depth"]: r["ratio_to_shape"][-1] for r in deep},
+                           limit={r["depth"]: r["ratio_limit"] for r in deep})
+
+
+CLAIMS = (
+    Claim("bound_tight", "The solvable linear relay model attains the bound: it cannot be improved",
+          "delta_L ~ P (log t)^(L-1) / ((L-1)! t)", (), "A mathematical statement about the relay model, proved in "
+          "theory/ and checked there; no measurement of a model can contradict it.",
+          criteria.proved("bound_tight_check", "a statement proved about the solvable model, not a measurement")),
+    Claim("bound_tight_check", "The exact relay model's delta_L approaches P (log t)^(L-1) / ((L-1)! t) from below",
+          "delta_L ~ P (log t)^(L-1) / ((L-1)! t)", ("relay_model",),
+          "The exact relay model's delta_L / (P (log t)^(L-1) / t) for L >= 2 out to t = 1e12. Agree if it rises "
+          "monotonically, stays at or below 1 / (L-1)! and ends above half of it; fail otherwise.", _bound_tight, CHECK),
+)
 
 
 def main() -> None:

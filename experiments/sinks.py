@@ -23,19 +23,23 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
+from nohair_jax import criteria
 from nohair_jax.bound import measure_conditions
+from nohair_jax.claims import Claim, Record
 from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_at_init,
                                     real_model_available, script_main)
 from nohair_jax.figures import drawn_layers, layer_colors
+from nohair_jax.fit import AlphaDifference
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
-from nohair_jax.claims import SINK_FACTOR
 from nohair_jax.sinks import dilution_share, key_attention, sink_attention
 
+SINK_FACTOR = 10  # a sink: an order of magnitude more attention than dilution gives
 PROFILES = {
     "smoke": dict(first_layers=2, windows=2, window_len=64, prompt_len=4, length=64, n_pairs=2, t_min=8, n_boot=100),
     "quick": dict(first_layers=None, windows=4, window_len=256, prompt_len=16, length=256, n_pairs=8, t_min=16,
@@ -69,7 +73,48 @@ def _other_sinks(keys: np.ndarray, windows: np.ndarray, tokenizer, dilution: flo
                                                  count=int(counts[k])) for k in top])
 
 
-def run(profile: str, out: Path, settings: dict | None = None) -> dict:
+class Shares(TypedDict):
+    """Key 0's attention share per layer (mean over heads and queries, and the largest; the first keys' mean)."""
+
+    mean: list[float]
+    max: NotRequired[list[float]]
+    early_mean: NotRequired[list[float]]
+
+
+class PerModel(TypedDict):
+    trained: Shares
+    init: Shares
+
+
+class Windows(TypedDict):
+    """The text windows the shares are measured on, and dilution's share of key 0 over their queries."""
+
+    dilution_share: float
+    n: NotRequired[int]
+    length: NotRequired[int]
+    from_query: NotRequired[int]
+    early_dilution_share: NotRequired[float]
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``):
+    ``shared_minus_different`` is one ``AlphaDifference`` (or ``FitRefused``) record per layer."""
+
+    windows: Windows
+    share: PerModel
+    shared_minus_different: list[Record]
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+    checkpoint: NotRequired[str]
+    model: NotRequired[dict]
+    other_sinks: NotRequired[dict]
+    logit_bound: NotRequired[list[float]]
+    pairs: NotRequired[dict]
+    offsets: NotRequired[dict]
+    wall_s: NotRequired[float]
+
+
+def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     p = dict(PROFILES[profile], **(settings or {}))
     start = time.perf_counter()
     model, tokenizer = nh.load_checkpoint(REAL_MODEL)
@@ -100,7 +145,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
 
     per_layer = {when: dict(mean=d["share"].mean(axis=1).tolist(), max=d["share"].max(axis=1).tolist(),
                             early_mean=d["early"].mean(axis=1).tolist()) for when, d in shares.items()}
-    summary = dict(
+    summary = Summary(
         profile=profile, settings=p, checkpoint=REAL_MODEL, model=model.config.to_dict(),
         windows=dict(n=p["windows"], length=p["window_len"], from_query=p["window_len"] // 2, dilution_share=dilution,
                      early_dilution_share=dilution_share(p["window_len"], keys=EARLY_KEYS) - dilution),
@@ -179,8 +224,53 @@ def draw(out: Path) -> None:
     save_figure(out / "sinks.png", fig)
 
 
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _sink_first_token(summary: Summary):
+    dilution, shares = summary["windows"]["dilution_share"], summary["share"]
+    sinks = {when: [k for k, v in enumerate(shares[when]["mean"], start=1) if v > SINK_FACTOR * dilution]
+             for when in ("trained", "init")}
+    n_layers = len(shares["trained"]["mean"])
+    text = (f"key 0 takes more than {SINK_FACTOR}x its dilution share ({dilution:.4f}) in {len(sinks['trained'])} of "
+            f"{n_layers} layers trained (layers {sinks['trained']}), {len(sinks['init'])} at init; mean share per layer "
+            f"trained {min(shares['trained']['mean']):.3f} to {max(shares['trained']['mean']):.3f}")
+    ok = len(sinks["trained"]) > n_layers / 2 and len(sinks["init"]) <= n_layers / 2
+    return criteria.judged(text, None, ok, sink_layers=sinks, dilution_share=dilution, mean_share=shares)
+
+
+def _sink_shared(summary: Summary):
+    diffs = criteria.read_differences(summary["shared_minus_different"])
+    last = diffs[-1]
+    if not criteria.all_with_interval([last]):
+        return criteria.unmeasured("the last layer's difference could not be fitted with an interval",
+                                   refused=criteria.refusals([last]))
+    excluded = [k for k, d in enumerate(diffs, start=1) if isinstance(d, AlphaDifference) and d.ci is not None
+                and not d.ci[0] <= 0 <= d.ci[1]]
+    text = (f"last layer, alpha(shared) - alpha(different): {last.brief()} on t in {list(last.t_range)}; "
+            f"layers whose interval excludes 0: {excluded or 'none'}")
+    return criteria.equivalence(text, [round(v, 3) for v in last.ci], last_layer=last.to_dict(), layers_excluding_zero=excluded)
+
+
+CLAIMS = (
+    Claim("sink_first_token", "(This project) SmolLM2's first token is an attention sink, which training made: it "
+          f"takes more than {SINK_FACTOR} times its dilution share in most layers, and not at initialisation", criteria.OWN,
+          ("sinks",),
+          "The attention weight on key 0, mean over heads, over the queries of the later half of held-out text windows, "
+          f"per layer, against dilution's mean of 1 / (i + 1) over the same queries. Agree if it exceeds {SINK_FACTOR} "
+          "times that in more than half of the trained model's layers and in at most half at init (fresh parameters of "
+          "the same config); disagree otherwise.", _sink_first_token),
+    Claim("sink_shared_first_token", "(This project) A shared first token (the sink) does not change how fast the "
+          "prompt is forgotten (SmolLM2-135M-Instruct, last layer)", criteria.OWN, ("sinks",),
+          "The real model's held-out text pairs measured as cut and with prompt b's first token set to prompt a's: the "
+          "last layer's alpha(shared) minus alpha(different) on a common window above both noise floors, one interval. "
+          f"Equivalence, margin {criteria.EQUIVALENCE_MARGIN}: agree if the interval lies inside it, disagree if wholly "
+          "outside, otherwise (or if the difference is refused) not measured.", _sink_shared),
+)
+
+
 def main() -> None:
-    script_main(__doc__, "sinks", PROFILES, run, table, available=available)
+    script_main(__doc__, "sinks", PROFILES, run, table, claims=CLAIMS, available=available)
 
 
 if __name__ == "__main__":

@@ -15,15 +15,22 @@ law at the claim's tolerances), both drawn from summary.json.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from matplotlib.figure import Figure
 
 import numpy as np
 
 import nohair_jax as nh
+from nohair_jax import criteria
+from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, Record
+from nohair_jax.fit import FitRefused, PowerLawFit, PowerLawTolerance, alphas, fit_from_dict
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json
 
+POWER_LAW_TOLERANCE = 0.10  # "approximately a power law": largest |log residual| at most 0.10 (about 10 %)
+POWER_LAW_TOLERANCES = (0.05, 0.10, 0.20)  # the verdict at each, so a reader sees how it depends on the tolerance
+MIN_DECADES = 1.5  # a power law is only judged over a window of at least this many decades of t
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
     "quick": dict(depths=(1, 2, 4, 6), d_model=128, prompt_len=16, length=2048, n_pairs=16),
@@ -31,7 +38,27 @@ PROFILES = {
 }
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class Depth(TypedDict):
+    """One depth: per layer, the alpha fit and the power-law tolerance record (``PowerLawFit`` /
+    ``PowerLawTolerance`` records, or ``FitRefused``'s), and the relay model's alpha on the same window."""
+
+    depth: int
+    fits: list[Record]
+    power_law: list[Record]
+    relay_alpha: list[float]
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
+
+    rows: list[Depth]
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+    seed: NotRequired[int]
+    paper_range_untrained: NotRequired[list[float]]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     p = dict(PROFILES[profile], **(settings or {}))
     rows = []
     for depth in p["depths"]:
@@ -39,9 +66,9 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         print(f"depth {depth}: {p['n_pairs']} pairs, T = {p['length']}", flush=True)
         m = nh.measure(model, pairs, progress=True)
         m.save(out / f"depth_{depth}", meta=dict(experiment="untrained_alpha", seed=seed))
-        rows.append(dict(depth=depth, fits=[fit.to_dict() for fit in m.fits], power_law=power_law(m),
+        rows.append(Depth(depth=depth, fits=[fit.to_dict() for fit in m.fits], power_law=power_law(m),
                          relay_alpha=relay_alphas(p["prompt_len"], p["length"], m.fits, 32)))
-    result = dict(profile=profile, settings=p, seed=seed, paper_range_untrained=[0.2, 0.5], rows=rows)
+    result = Summary(profile=profile, settings=p, seed=seed, paper_range_untrained=[0.2, 0.5], rows=rows)
     save_json(out / "summary.json", result)
     draw(out)
     draw_power_law(out)
@@ -89,9 +116,7 @@ def draw(out: Path) -> None:
 def draw_power_law(out: Path) -> None:
     """``power_law.png``: each depth's last layer, the log residuals of its best power law and of the
     power law fitted to the window's first half (a prediction of the second), against the tolerances
-    the claim is judged at (``claims.POWER_LAW_TOLERANCES``)."""
-    from nohair_jax.claims import POWER_LAW_TOLERANCE, POWER_LAW_TOLERANCES
-
+    the claim is judged at (``POWER_LAW_TOLERANCES``)."""
     saved = load_json(out / "summary.json")
     fig = Figure(figsize=(11, 4))
     ax_fit, ax_ahead = fig.subplots(1, 2, sharey=True)
@@ -120,6 +145,77 @@ def draw_power_law(out: Path) -> None:
         ax_fit.text(0.5, 0.5, "no layer's window holds 6 bins", transform=ax_fit.transAxes, ha="center")
     fig.tight_layout()
     save_figure(out / "power_law.png", fig)
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _deepest_last_layer(summary: Summary) -> PowerLawFit | FitRefused:
+    return fit_from_dict(summary["rows"][-1]["fits"][-1])
+
+
+def _power_law(summary: Summary):
+    rows = summary["rows"]
+    records = [(row["depth"], k, fit_from_dict(r)) for row in rows for k, r in enumerate(row.get("power_law", []), start=1)]
+    depth, layer, judged = records[-1] if records else (None, None, None)
+    if not isinstance(judged, PowerLawTolerance):
+        return criteria.unmeasured("the deepest model's last layer could not be held against a power law"
+                                   + (f": {judged.reason}" if isinstance(judged, FitRefused) else ""))
+    measured = [(d, k, r) for d, k, r in records if isinstance(r, PowerLawTolerance)]
+    evidence = dict(depth=depth, layer=layer, deviation=judged.deviation, deviation_interval=judged.ci,
+                    holdout=judged.holdout, holdout_interval=judged.holdout_ci, window=list(judged.t_range),
+                    decades=judged.decades, cv_error=judged.cv_error,
+                    at_tolerance={f"{tol:g}": _within_text(judged.within(tol)) for tol in POWER_LAW_TOLERANCES},
+                    all_layers=[dict(depth=d, layer=k, deviation=r.deviation, holdout=r.holdout) for d, k, r in measured])
+    best_cv = min(judged.cv_error, key=judged.cv_error.get) if judged.cv_error else None
+    text = (f"depth {depth}, last layer, t in {list(judged.t_range)} ({judged.decades:.2f} decades): largest |log residual| "
+            f"of the best power law {criteria.value_text(judged.deviation, judged.ci)}, second half predicted from the first "
+            f"{criteria.value_text(judged.holdout, judged.holdout_ci)}; at tolerance "
+            + ", ".join(f"{k}: {v}" for k, v in evidence["at_tolerance"].items())
+            + (f"; lowest cross-validated error: {best_cv} ({judged.cv_error[best_cv]:.3f}, power "
+               f"{judged.cv_error['power']:.3f})" if best_cv else ""))
+    if judged.decades < MIN_DECADES:
+        return criteria.unmeasured(text + f"; the window spans fewer than {MIN_DECADES} decades", **evidence)
+    within = judged.within(POWER_LAW_TOLERANCE)
+    if within is None:
+        return Judgement(text, judged.ci, NOT_MEASURED, evidence)
+    return criteria.judged(text, judged.ci, within, **evidence)
+
+
+def _within_text(within: bool | None) -> str:
+    return {True: "agree", False: "disagree", None: NOT_MEASURED}[within]
+
+
+def _untrained(summary: Summary):
+    fit = _deepest_last_layer(summary)
+    if isinstance(fit, FitRefused):
+        return criteria.unmeasured(fit.reason)
+    depth = summary["rows"][-1]["depth"]
+    fitted = [a for row in summary["rows"] for a in alphas(criteria.read_fits(row["fits"])) if a is not None]
+    relay = summary["rows"][-1].get("relay_alpha")
+    text = (f"{fit.alpha:.2f} (last layer, depth {depth}); all layers {min(fitted):.2f} to {max(fitted):.2f}"
+            + (f"; the relay model at the same depth and window: {relay[-1]:.2f}" if relay else ""))
+    return criteria.judged(text, criteria.alpha_interval(fit), criteria.overlaps(fit, 0.2, 0.5), depth=depth,
+                           last_layer_interval=criteria.alpha_interval(fit),
+                           window=list(fit.t_range), relay_alpha_per_layer=relay)
+
+
+CLAIMS = (
+    Claim("power_law", "The offset decays approximately as a power law t^-alpha (within a stated tolerance)",
+          "d(t) ~ t^-alpha", ("untrained_alpha",),
+          "The last layer of the deepest small untrained model (chosen beforehand), on its alpha fit's window, of at "
+          f"least {MIN_DECADES} decades: the largest |log residual| of the best power law over the log-binned mean curve, "
+          "and the largest |log residual| on the window's second half of the power law fitted to its first half, each "
+          f"with a 95 % t-interval over pairs. Agree if both intervals end at or below {POWER_LAW_TOLERANCE} (about "
+          f"{POWER_LAW_TOLERANCE:.0%}); disagree if either starts above it; not measured otherwise or on a shorter "
+          f"window. Reported beside: the verdict at {', '.join(f'{t:g}' for t in POWER_LAW_TOLERANCES)}, every layer's "
+          "deviations, and the alternatives (log-power, relay shape, exponential, stretched exponential) by error "
+          "cross-validated over pairs.", _power_law),
+    Claim("untrained_alpha", "Untrained models forget slowly (small models, d_model 128)", "alpha 0.2 to 0.5",
+          ("untrained_alpha",),
+          f"The deepest small untrained model; {criteria.WINDOW_CRITERION}. {criteria.RANGE_CRITERION} [0.2, 0.5].",
+          _untrained),
+)
 
 
 def main() -> None:

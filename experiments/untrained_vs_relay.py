@@ -14,11 +14,14 @@ network's and the relay model's exponents on the binned grid) and ``local_expone
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
+from nohair_jax import criteria
+from nohair_jax.claims import Claim, Record
 from nohair_jax.experiments import exponent_rise, experiment_parser, parse_experiment_args, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
@@ -29,7 +32,30 @@ PROFILES = {
 }
 
 
-def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> dict:
+class RiseLayer(TypedDict):
+    """One layer: its local exponent on the log-t grid ``t`` beside the relay model's, and the rise of each
+    (``experiments.exponent_rise``: an ``ExponentRise`` record and the relay model's rise)."""
+
+    layer: int
+    rise: Record
+    relay_rise: float
+    t: NotRequired[list[float]]
+    network: NotRequired[list[float]]
+    relay: NotRequired[list[float]]
+    relay_residual: NotRequired[list[float]]
+
+
+class Summary(TypedDict):
+    """What ``run`` saves in local_exponent.json and the claims read (``claims.check_summary``)."""
+
+    layers: list[RiseLayer]
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+    seed: NotRequired[int]
+    model: NotRequired[dict]
+
+
+def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:
     p = dict(PROFILES[profile], **(settings or {}))
     model, pairs = untrained_model_and_pairs(p, p["depth"], seed)
     off = nh.prompt_pair_offsets(model, *pairs, progress=True)
@@ -64,6 +90,20 @@ def draw(out: Path) -> None:
     fig.suptitle(f"local exponents, P = {s['prompt_len']}, d_model {s['d_model']}, {s['n_pairs']} pairs")
     fig.tight_layout()
     save_figure(out / "local_exponent.png", fig)
+
+
+# ---------------------------------------------------------------- the claims this part measures
+
+
+def _exponent_rise(summary: Summary):
+    return criteria.rise([row for row in summary["layers"] if row["layer"] >= 2])
+
+
+CLAIMS = (
+    Claim("exponent_rise", "The relay model reproduces the rise of the local exponent towards 1 seen in untrained networks",
+          "local exponent rises with t", ("untrained_vs_relay",),
+          "Every layer >= 2 of a small untrained network. " + criteria.RISE_CRITERION, _exponent_rise),
+)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -30,6 +31,7 @@ import ml_dtypes  # noqa: F401  registers bfloat16 with numpy, so safetensors' n
 import numpy as np
 from flax import nnx
 
+from nohair_jax.metadata import CheckpointError, check_config
 from nohair_jax.model import RopeScaling, Transformer, TransformerConfig
 
 CONFIG_FILE = "config.json"
@@ -39,10 +41,6 @@ TOKENIZER_FILE = "tokenizer.json"
 FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
 # safetensors dtype names of the float tensors we read; quantised (int, float8) checkpoints are refused.
 SAFETENSORS_FLOATS = ("F64", "F32", "F16", "BF16")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint folder that cannot be loaded: the message names the folder and every problem."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,9 +351,14 @@ def read_config(folder: str | Path) -> dict:
     path = folder / CONFIG_FILE
     if not path.is_file():
         raise CheckpointError(f"checkpoint folder {str(folder)!r} has no {CONFIG_FILE}")
+    return _read_json(path)
+
+
+def _read_json(path: Path):
+    """A JSON file's content; CheckpointError naming the file if it is not UTF-8 JSON."""
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{path} is not valid JSON: {err}") from None
 
 
@@ -375,7 +378,12 @@ def weight_files(folder: Path) -> list[Path]:
     """The safetensors files of a folder: the shards its index lists, or ``model.safetensors``."""
     index = folder / INDEX_FILE
     if index.is_file():
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        saved = _read_json(index)
+        weight_map = saved.get("weight_map") if isinstance(saved, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise CheckpointError(f"{index}: weight_map is {weight_map!r:.80}, expected an object of tensor name -> "
+                                  "shard file name")
+        names = sorted(set(weight_map.values()))
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             raise CheckpointError(f"{index} lists shards that are not in the folder: {', '.join(missing)}")
@@ -433,7 +441,20 @@ def load_tokenizer(source: str | Path):
         from tokenizers import Tokenizer
     except ImportError:
         raise ImportError("reading tokenizer.json needs tokenizers: pip install 'nohair-jax[hf]'") from None
-    return Tokenizer.from_file(str(path))
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # the tokenizers library raises its own untyped exceptions: one line naming the file
+        raise CheckpointError(f"{path}: the tokenizer cannot be read: {str(err).splitlines()[0]}") from None
+
+
+def tokenizer_or_warning(source: str | Path):
+    """``load_tokenizer``, or None with a one-line warning where the tokenizer is damaged or not supported:
+    the model loads without it, and a run that needs text stops when it asks ``load_tokenizer`` for it."""
+    try:
+        return load_tokenizer(source)
+    except CheckpointError as err:
+        warnings.warn(f"{err}; the model loads without a tokenizer", stacklevel=3)
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,9 +548,10 @@ def _dtype(hf: dict, dtype: str | None) -> str:
 def checked_config(hf: dict, where: str, dtype: str | None, seq_len: int | None) -> tuple[TransformerConfig, Architecture]:
     """The model's config and architecture from a Hugging Face config dict; ``seq_len`` checked.
 
-    ``where`` names the source in errors (a folder's config.json, a GGUF file).
+    ``where`` names the source in errors (a folder's config.json, a GGUF file); every key read is first
+    held to ``metadata.CONFIG_SCHEMA``.
     """
-    arch = architecture(hf)
+    arch = architecture(check_config(hf, where))
     limit, why = arch.limit(hf)
     if seq_len is not None and seq_len > limit:
         raise CheckpointError(f"{seq_len} tokens asked, but {where} computes at most {limit}: {why}")
@@ -610,4 +632,4 @@ def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: in
     headers = tensor_headers(weight_files(path))
     with ExitStack() as stack:
         model = build_model(cfg, arch, headers, _safetensors_reader(headers, stack), str(path))
-    return model, load_tokenizer(path)
+    return model, tokenizer_or_warning(path)

@@ -32,10 +32,11 @@ import os
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
-from nohair_jax.interrupts import interrupt_on
+from nohair_jax.interrupts import Terminated, interrupt_on
 
 
 def _int32(text: str) -> int:
@@ -187,10 +188,11 @@ def _read_text(path: str) -> str:
         raise ValueError(f"cannot read --continuation-file {path!r}: {err}") from None
 
 
-def _model_and_pairs(args):
+def _model_and_pairs(args, check_length=None):
     """The model (a checkpoint's with ``--checkpoint``, else the untrained one of the model options)
     and its prompt pairs (the text ones with ``--prompt-a``, else random tokens); returns
-    (model, pairs, meta), meta saying where both came from."""
+    (model, pairs, meta), meta saying where both came from. ``check_length(T)`` sees the
+    continuation length as soon as it is known, before the model is loaded."""
     from flax import nnx  # deferred: `nohair --help` should not pay for importing JAX
 
     from nohair_jax.checkpoints import load_checkpoint, load_tokenizer, resolve_checkpoint
@@ -209,11 +211,15 @@ def _model_and_pairs(args):
         continuations = text if args.cut is None else text_continuations(tokenizer, text, args.cut, args.length, args.pair_seed)
         pairs = tokenized_prompt_pairs(tokenizer, args.prompt_a or [], args.prompt_b or [], continuations)
         total = max(pairs.prompts_a.shape[1], pairs.prompts_b.shape[1]) + pairs.continuations.shape[1]
+        if check_length:
+            check_length(pairs.continuations.shape[1])
         cut = "" if args.cut is None else f", {args.cut} cuts of {args.length} tokens (seed {args.pair_seed})"
         described = (f"text, continuation {args.continuation_file}{cut}, as "
                      f"{'UTF-8 bytes' if tokenizer is None else 'tokens of the checkpoint tokenizer'}")
     else:
         total = args.prompt_len + args.length
+        if check_length:
+            check_length(args.length)
     if args.checkpoint:
         if args.logit_bias is not None:
             raise ValueError("--logit-bias applies to untrained models, not to --checkpoint")
@@ -234,11 +240,11 @@ def _model_and_pairs(args):
     return model, pairs, {**meta, "pairs": described}
 
 
-def _on_model(args, doing: str, job, report, files: str) -> int:
+def _on_model(args, doing: str, job, report, files: str, check_length=None) -> int:
     """The shared frame of `offsets` and `bound`: the model and pairs of the command line
-    (``_model_and_pairs``), run ``job(model, pairs, meta) -> summary``, print ``report(summary)``
-    and where the files went."""
-    model, pairs, meta = _model_and_pairs(args)
+    (``_model_and_pairs``, ``check_length`` with them), run ``job(model, pairs, meta) -> summary``,
+    print ``report(summary)`` and where the files went."""
+    model, pairs, meta = _model_and_pairs(args, check_length)
     cfg = model.config
     start = time.perf_counter()
     print(f"{doing} {pairs.prompts_a.shape[0]} pairs, P = {pairs.prompts_a.shape[1]}, T = {pairs.continuations.shape[1]}, "
@@ -251,16 +257,17 @@ def _on_model(args, doing: str, job, report, files: str) -> int:
 def cmd_offsets(args) -> int:
     from nohair_jax.measurement import measure
 
-    def job(model, pairs, meta):
-        length = pairs.continuations.shape[1]
-        if args.fit_t_min >= length:  # before the measurement: no window would be left to fit
+    def check_length(length: int) -> None:  # before the model is loaded: no window would be left to fit
+        if args.fit_t_min >= length:
             raise ValueError(f"--fit-t-min {args.fit_t_min} leaves no fit window in T = {length} continuation tokens")
+
+    def job(model, pairs, meta):
         fit_kwargs = dict(t_min=args.fit_t_min, n_boot=args.n_boot)
         kl_positions = None if args.kl_at == "every" else "log"
         m = measure(model, pairs, float64=args.float64, kl_positions=kl_positions, fit_kwargs=fit_kwargs, progress=True)
         return m.save(args.out, meta=meta)
 
-    return _on_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png")
+    return _on_model(args, "measuring", job, _fits_table, "offsets.npz, fit.json, offsets.png", check_length)
 
 
 def cmd_prompts(args) -> int:
@@ -535,25 +542,42 @@ def _unmakeable(out: str) -> str | None:
     return None
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning in one line ("nohair: warning: ..."), not Python's two lines of file, line and source."""
+    print(f"nohair: warning: {str(message).splitlines()[0]}", file=file or sys.stderr)
+
+
+def stopped_by(err: KeyboardInterrupt) -> tuple[str, int]:
+    """("interrupted", 130) for Ctrl-C, ("terminated", 143) for SIGTERM (``interrupts.Terminated``)."""
+    if isinstance(err, Terminated):
+        return "terminated", 128 + signal.SIGTERM
+    return "interrupted", 128 + signal.SIGINT
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+        from nohair_jax.results import FolderBusyError, folder_lock
+    except KeyboardInterrupt as err:  # during the imports the parser and the results need
+        word, code = stopped_by(err)
+        print(f"\nnohair: {word} while starting; nothing was written", file=sys.stderr)
+        return code
     out = getattr(args, "out", None)
     why = None if out is None else _unmakeable(out)
     if why:  # before any work: the folder must be makeable
         print(f"nohair {args.command}: error: --out {str(out)!r} {why}", file=sys.stderr)
         return 2
-    from nohair_jax.results import FolderBusyError, folder_lock
-
     try:
-        with folder_lock(out) if out is not None else contextlib.nullcontext():  # one writer per --out
+        with folder_lock(out) if out is not None else contextlib.nullcontext(), warnings.catch_warnings():
+            warnings.showwarning = _show_warning  # restored on leaving: main() may run inside another program
             return args.func(args)
     except FolderBusyError as err:
         print(f"nohair {args.command}: error: --out {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: finished results are whole (every file is written atomically)
-        print(f"\nnohair {args.command}: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: finished results are whole (every file is written atomically)
+        word, code = stopped_by(err)
+        print(f"\nnohair {args.command}: {word}; run the same command again to resume", file=sys.stderr)
+        return code
     except ValueError as err:  # bad input: one clear line naming the value, not a traceback
         print(f"nohair {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -570,14 +594,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> None:
-    """The ``nohair`` program: ``main`` with its exit code. After Ctrl-C (130) it exits at once,
-    once every ``finally`` has run: an interpreter teardown with a background checkpoint writer
-    stopped mid-save (orbax's event loop) could print a traceback from a finaliser, or wait on it."""
-    interrupt_on(signal.SIGINT)
+    """The ``nohair`` program (entered through ``start.console``): ``main`` with its exit code. After
+    Ctrl-C (130) or SIGTERM (143) it exits at once, once every ``finally`` has run: an interpreter
+    teardown with a background checkpoint writer stopped mid-save (orbax's event loop) could print a
+    traceback from a finaliser, or wait on it."""
+    interrupt_on(signal.SIGINT, signal.SIGTERM)
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    if code == 130:
+    if code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
         os._exit(code)
     sys.exit(code)
 

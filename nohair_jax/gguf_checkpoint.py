@@ -27,13 +27,13 @@ import functools
 import mmap
 import re
 import struct
-import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from nohair_jax.checkpoints import ARCHITECTURES, CheckpointError, build_model, checked_config
+from nohair_jax.checkpoints import ARCHITECTURES, CheckpointError, build_model, checked_config, tokenizer_or_warning
+from nohair_jax.metadata import POSITIVE_INT, POSITIVE_NUMBER, TEXT, TOKENIZER_SCHEMA, check_config, check_values
 
 GGUF_MAGIC = b"GGUF"
 # Supported architectures (general.architecture) -> the Hugging Face model_type they load as.
@@ -222,36 +222,63 @@ def describe(path: str | Path) -> dict:
 # Metadata -> config, names -> key table.
 
 
+# Metadata read where present (GGUF name without the architecture -> config key); GGUF's own keys,
+# which no config.json has, with their rules.
+OPTIONAL_METADATA = {
+    "attention.key_length": "head_dim",
+    "attention.head_count_kv": "num_key_value_heads",
+    "rope.freq_base": "rope_theta",
+    "vocab_size": "vocab_size",
+    "attention.sliding_window": "sliding_window",
+}
+GGUF_ONLY = {
+    "attention.value_length": POSITIVE_INT,
+    "rope.dimension_count": POSITIVE_INT,
+    "rope.scaling.type": TEXT,
+    "rope.scaling.factor": POSITIVE_NUMBER,
+}
+
+
 def hf_config(reader, where: str) -> dict:
-    """The file's metadata as a Hugging Face config dict (what ``checkpoints.checked_config`` reads)."""
+    """The file's metadata as a Hugging Face config dict (what ``checkpoints.checked_config`` reads),
+    every value held to ``metadata.CONFIG_SCHEMA`` (errors name the GGUF key) before it is used."""
     arch = metadata(reader, "general.architecture")
-    if arch not in GGUF_ARCHITECTURES:
-        raise CheckpointError(f"{where}: architecture {arch!r} is not supported; supported: {', '.join(GGUF_ARCHITECTURES)}")
+    if not isinstance(arch, str) or arch not in GGUF_ARCHITECTURES:
+        raise CheckpointError(f"{where}: architecture {arch!r:.80} is not supported; supported: "
+                              f"{', '.join(GGUF_ARCHITECTURES)}")
     key = lambda name: f"{arch}.{name}"  # noqa: E731
     missing = [key(name) for name in REQUIRED_METADATA if key(name) not in reader.fields]
     if missing:
         raise CheckpointError(f"{where} lacks metadata the model needs: {', '.join(missing)}")
-    hf = {hf_key: metadata(reader, key(name)) for name, hf_key in REQUIRED_METADATA.items()}
+    read = {**REQUIRED_METADATA, **OPTIONAL_METADATA}
+    hf = {hf_key: reader.fields[key(name)] for name, hf_key in read.items() if key(name) in reader.fields}
+    check_config(hf, where, names={hf_key: key(name) for name, hf_key in read.items()})
+    own = {name: reader.fields[key(name)] for name in GGUF_ONLY if key(name) in reader.fields}
+    check_values(own, GGUF_ONLY, where, names={name: key(name) for name in GGUF_ONLY})
     names = {t.name for t in reader.tensors}
-    head_dim = metadata(reader, key("attention.key_length"), hf["hidden_size"] // hf["num_attention_heads"])
-    scaling = metadata(reader, key("rope.scaling.type"), "none")
+    head_dim = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
+    if head_dim == 0:
+        raise CheckpointError(f"{where}: {key('embedding_length')} {hf['hidden_size']} is smaller than "
+                              f"{key('attention.head_count')} {hf['num_attention_heads']}")
+    scaling = own.get("rope.scaling.type", "none")
+    if scaling != "none" and "rope.scaling.factor" not in own:
+        raise CheckpointError(f"{where}: {key('rope.scaling.type')} is {scaling!r} without {key('rope.scaling.factor')}")
     hf.update(
         model_type=GGUF_ARCHITECTURES[arch],
-        num_key_value_heads=metadata(reader, key("attention.head_count_kv"), hf["num_attention_heads"]),
         head_dim=head_dim,
-        rope_theta=float(metadata(reader, key("rope.freq_base"), 10000.0)),
+        num_key_value_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+        rope_theta=float(hf.get("rope_theta") or 10000.0),
         # RoPE on fewer dimensions than a head has, or scalings other than linear, are refused by the config rules.
-        partial_rotary_factor=metadata(reader, key("rope.dimension_count"), head_dim) / head_dim,
-        rope_scaling=None if scaling == "none" else dict(
-            rope_type=scaling, factor=metadata(reader, key("rope.scaling.factor"), None)),
-        vocab_size=metadata(reader, key("vocab_size"), None) or _vocab_rows(reader),
+        partial_rotary_factor=own.get("rope.dimension_count", head_dim) / head_dim,
+        rope_scaling=None if scaling == "none" else dict(rope_type=scaling, factor=own["rope.scaling.factor"]),
+        vocab_size=hf.get("vocab_size") or _vocab_rows(reader),
         tie_word_embeddings="output.weight" not in names,
         attention_bias="blk.0.attn_q.bias" in names,
         mlp_bias="blk.0.ffn_up.bias" in names,
-        sliding_window=metadata(reader, key("attention.sliding_window"), None),
+        sliding_window=hf.get("sliding_window"),
         hidden_act="silu",
     )
-    if metadata(reader, key("attention.value_length"), head_dim) != head_dim:
+    if own.get("attention.value_length", head_dim) != head_dim:
         raise CheckpointError(f"{where}: key and value heads of different sizes are not supported")
     return hf
 
@@ -302,8 +329,8 @@ def load_gguf(path: str | Path, *, dtype: str | None = None, seq_len: int | None
     """A GGUF file as ``(Transformer, tokenizers.Tokenizer or None)``; see ``checkpoints.load_checkpoint``.
 
     Parameters are float32 by default (the dequantized values exactly); ``dtype`` converts them.
-    The tokenizer is None, with a warning, when the file's tokenizer kind is not supported
-    (``gguf_tokenizer``).
+    The tokenizer is None, with a warning, when the file's tokenizer is damaged or its kind is not
+    supported (``gguf_tokenizer``, ``checkpoints.tokenizer_or_warning``).
     """
     where = str(path)
     reader = open_gguf(path)
@@ -313,12 +340,7 @@ def load_gguf(path: str | Path, *, dtype: str | None = None, seq_len: int | None
     headers = {t.name: (path, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name) for t in reader.tensors}
     read = _reader_fn(reader, hf["model_type"], cfg.n_heads, cfg.kv_heads)
     model = build_model(cfg, arch, headers, read, where, readable=GGUF_TYPES)
-    try:
-        tokenizer = gguf_tokenizer(path)
-    except CheckpointError as err:
-        warnings.warn(f"{err}; the model loads without a tokenizer", stacklevel=2)
-        tokenizer = None
-    return model, tokenizer
+    return model, tokenizer_or_warning(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,9 +384,20 @@ def gguf_tokenizer(path: str | Path):
         raise ImportError("the GGUF tokenizer needs tokenizers: pip install 'nohair-jax[hf]'") from None
 
     tokens = metadata(reader, "tokenizer.ggml.tokens")
-    merges = [tuple(m.split(" ", 1)) for m in metadata(reader, "tokenizer.ggml.merges")]
+    merges = metadata(reader, "tokenizer.ggml.merges")
     types = metadata(reader, "tokenizer.ggml.token_type", [])
-    tokenizer = Tokenizer(models.BPE(vocab={tok: i for i, tok in enumerate(tokens)}, merges=merges))
+    check_values(dict(tokens=tokens, merges=merges, token_type=types), TOKENIZER_SCHEMA, str(path),
+                 names={key: f"tokenizer.ggml.{key}" for key in TOKENIZER_SCHEMA})
+    known = set(tokens)
+    unknown = [m for m in merges if not all(part in known for part in m.split(" ", 1))]
+    if unknown:
+        raise CheckpointError(f"{path}: tokenizer.ggml.merges holds {len(unknown)} merge(s) of tokens outside the "
+                              f"vocabulary, the first {unknown[0]!r:.60}")
+    try:
+        tokenizer = Tokenizer(models.BPE(vocab={tok: i for i, tok in enumerate(tokens)},
+                                         merges=[tuple(m.split(" ", 1)) for m in merges]))
+    except Exception as err:  # the tokenizers library's own exceptions: one line naming the file
+        raise CheckpointError(f"{path}: the tokenizer cannot be built: {str(err).splitlines()[0]}") from None
     split = PRE_TOKENIZERS[pre]
     if split == "gpt2":
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)

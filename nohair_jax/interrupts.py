@@ -15,10 +15,19 @@ import signal
 import threading
 
 _FINALISERS = ("__del__", "_xla_gc_callback")  # where Python reports a KeyboardInterrupt and drops it
+_deferred = signal.SIGINT  # the signal a SIGALRM retry stands for
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a parent or the system stopping the run), raised as Ctrl-C is, so the same cleanup runs."""
 
 
 def raise_interrupt(signum, frame) -> None:
-    """Signal handler: KeyboardInterrupt, deferred (SIGALRM in 10 ms) while a finaliser is running."""
+    """Signal handler: KeyboardInterrupt (``Terminated`` for SIGTERM), deferred (SIGALRM in 10 ms) while a
+    finaliser is running."""
+    global _deferred
+    if signum != signal.SIGALRM:
+        _deferred = signum
     for _ in range(4):  # the innermost frames: a finaliser runs on top of whatever was running
         if frame is None:
             break
@@ -26,7 +35,7 @@ def raise_interrupt(signum, frame) -> None:
             signal.setitimer(signal.ITIMER_REAL, 0.01)
             return
         frame = frame.f_back
-    raise KeyboardInterrupt
+    raise Terminated if _deferred == signal.SIGTERM else KeyboardInterrupt
 
 
 def interrupt_on(*signums: int) -> None:

@@ -30,7 +30,7 @@ from nohair_jax.fit import FitRefused, PowerLawFit, fit_from_dict, fit_layers, f
 from nohair_jax.model import Transformer
 from nohair_jax.offsets import Offsets, check_pairs, map_pairs, measure_noise_floor, pair_offsets, prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
-from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
+from nohair_jax.results import jsonable, load_json, save_figure, save_json, save_npz, written_together
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,11 +94,12 @@ class Measurement:
             "kl_positions": "every t" if off.kl_positions is None else f"{off.kl_t.size} of {off.t.size} t",
             "kl_half_life": kl_half_life(off.kl, t=off.kl_t, n_boot=self.fit_settings.get("n_boot", 1000)).to_dict(),
         }
-        with written_together():  # a failed write (a full disk) leaves the previous pair whole
-            save_npz(out_dir / "offsets.npz", **self.arrays())
+        arrays = self.arrays()
+        with written_together():  # a failed write (a full disk) leaves the previous set whole
+            save_npz(out_dir / "offsets.npz", **arrays)
             save_json(out_dir / "fit.json", summary)
-        if figure:
-            draw_offsets(out_dir)
+            if figure:
+                save_figure(out_dir / "offsets.png", _figure(arrays, jsonable(summary)))
         return summary
 
 
@@ -173,8 +174,12 @@ def pool(measurements: list[Measurement], **fit_kwargs) -> Pooled:
 def draw_offsets(out_dir: str | Path) -> Path:
     """Draw ``offsets.png`` from ``offsets.npz`` and ``fit.json`` in ``out_dir``."""
     out_dir = Path(out_dir)
-    data = np.load(out_dir / "offsets.npz")
-    saved = load_json(out_dir / "fit.json")
+    with np.load(out_dir / "offsets.npz") as data:
+        return save_figure(out_dir / "offsets.png", _figure(dict(data), load_json(out_dir / "fit.json")))
+
+
+def _figure(data: dict, saved: dict):
+    """The offsets figure of one result set: its arrays (``Measurement.arrays``) and fit.json's contents."""
     cfg = saved["model"]
     title = (
         f"{cfg['n_layers']} layers, d_model {cfg['d_model']}, {cfg['position']} positions; "
@@ -183,4 +188,4 @@ def draw_offsets(out_dir: str | Path) -> Path:
     fits = [fit_from_dict(fit) for fit in saved["fits"]]
     fig = offsets_figure(data["t"], data["l2"], fits, data["floor"] if "floor" in data else None, kl=data["kl"],
                          kl_t=data["kl_t"] if "kl_t" in data else None, half_life=saved.get("kl_half_life"), title=title)
-    return save_figure(out_dir / "offsets.png", fig)
+    return fig

@@ -80,14 +80,15 @@ def _html(claims: list[dict], sections: list[dict], header: str, out: Path) -> s
            f"<body>{''.join(body)}</body></html>\n"
 
 
-def write_report(out: Path, profile: str, parts, summaries: dict, statuses: dict) -> list[dict]:
+def write_report(out: Path, profile: str, parts, claims, summaries: dict, statuses: dict) -> list[dict]:
     """Write claims.json, report.md and report.html into ``out``; returns the claims table.
 
-    parts: the ``reproduce.Part`` of every experiment (title, about, figures), in report order;
+    parts: the ``reproduce.Part`` of every experiment (title, about, figures), in report order; claims:
+    every ``claims.Claim``, in report order;
     summaries: part name -> its summary, what the claims are judged from; statuses: part name ->
     one line on how it ran (a part without one gets no section)."""
     absent = {name: status for name, status in statuses.items() if name not in summaries}
-    claims = _with_figures(judge_claims(summaries, absent), parts, out)
+    claims = _with_figures(judge_claims(claims, summaries, absent), parts, out)
     save_json(out / "claims.json", dict(profile=profile, claims=claims))
     sections = []
     for part in parts:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import json
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from nohair_jax.claims import CLAIMS, NOT_MEASURED, VERDICTS, Claim, judge_claims
+from nohair_jax.claims import NOT_MEASURED, VERDICTS, Claim, SummaryError, check_summary, judge_claims
 from nohair_jax.report import write_report
 from nohair_jax.results import load_json, save_json
 from nohair_jax.workers import run_side_by_side
@@ -136,6 +137,32 @@ def _experiment(name: str):
     return importlib.import_module(f"nohair_jax.experiments.{name}")
 
 
+@functools.cache
+def all_claims() -> tuple[Claim, ...]:
+    """Every claim and check, in report order: each part's own ``CLAIMS``, beside its experiment
+    (imported here, not with this module: ``nohair --help`` lists the parts without loading JAX)."""
+    return tuple(c for part in PARTS for c in getattr(_experiment(part.name), "CLAIMS", ()))
+
+
+def load_summary(part: Part, out: Path) -> dict:
+    """The part's saved summary, held to its experiment's ``Summary`` type where its claims read one
+    (``claims.check_summary``: ``SummaryError`` names the file and the key that does not match)."""
+    path = out / part.name / part.summary
+    summary = load_json(path)
+    schema = getattr(_experiment(part.name), "Summary", None)
+    if schema is not None:
+        check_summary(schema, summary, str(path))
+    return summary
+
+
+def _saved_summary(part: Part, out: Path) -> dict | None:
+    """``load_summary``, or None where the saved summary is of an earlier version of the part (it runs again)."""
+    try:
+        return load_summary(part, out)
+    except SummaryError:
+        return None
+
+
 def part_config(name: str, profile: str) -> dict:
     """Everything that determines a part's results: the experiment, its profile and resolved settings."""
     if profile not in PLANS:
@@ -157,8 +184,8 @@ def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -
     reason = available() if available else None
     if reason:
         return None, f"not run: {reason}"
-    if not force and _finished_with_config(part, profile, out):
-        return load_json(out / part.name / part.summary), "reused"
+    if not force and _finished_with_config(part, profile, out) and (summary := _saved_summary(part, out)) is not None:
+        return summary, "reused"
     return None
 
 
@@ -186,7 +213,7 @@ def run_part(part: Part, profile: str, out: Path, *, force: bool = False, log: b
     with _output_to(folder / "log.txt") if log else contextlib.nullcontext():
         _experiment(part.name).run(config["profile"], folder, settings=config["settings"])
     save_json(folder / "part.json", dict(config=config, wall_s=time.perf_counter() - start))
-    return load_json(folder / part.summary), f"ran in {time.perf_counter() - start:.0f} s"
+    return load_summary(part, out), f"ran in {time.perf_counter() - start:.0f} s"
 
 
 @contextlib.contextmanager
@@ -282,10 +309,11 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
     finally:
         bar.close()  # now, not when an exception's frames are freed, after the caller's last word
     for part in PARTS:  # parts from an earlier run with the current configuration count too
-        if part.name not in summaries and _finished_with_config(part, profile, out):
-            summaries[part.name] = load_json(out / part.name / part.summary)
+        if part.name not in summaries and _finished_with_config(part, profile, out) and (
+                summary := _saved_summary(part, out)) is not None:
+            summaries[part.name] = summary
             statuses[part.name] = "from an earlier run" + _config_text(part_config(part.name, profile))
-    return write_report(out, profile, PARTS, summaries, statuses)
+    return write_report(out, profile, PARTS, all_claims(), summaries, statuses)
 
 
 def _config_text(config: dict) -> str:
@@ -294,5 +322,5 @@ def _config_text(config: dict) -> str:
     return f"; experiment profile {config['profile']}: {settings}"
 
 
-__all__ = ["CLAIMS", "NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "finished_part", "judge_claims",
-           "part_config", "reproduce", "run_part", "run_parts", "write_report"]
+__all__ = ["NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "SummaryError", "all_claims", "finished_part",
+           "judge_claims", "load_summary", "part_config", "reproduce", "run_part", "run_parts", "write_report"]

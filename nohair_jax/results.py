@@ -154,14 +154,14 @@ def folder_lock(folder: str | os.PathLike) -> Iterator[Path]:
                 break
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     """numpy scalars and arrays to Python; non-finite floats to None (JSON has no NaN)."""
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
+        return jsonable(x.tolist())
     if isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
@@ -171,7 +171,7 @@ def _jsonable(x: Any) -> Any:
 
 def save_json(path: str | os.PathLike, data: dict) -> Path:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(_jsonable(data), indent=2) + "\n")
+        tmp.write_text(json.dumps(jsonable(data), indent=2) + "\n")
     return Path(path)
 
 

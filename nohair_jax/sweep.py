@@ -49,7 +49,7 @@ from nohair_jax.measurement import measure
 from nohair_jax.model import POSITION_KINDS, PromptLogitBias, Transformer, TransformerConfig
 from nohair_jax.offsets import continuation_positions, sweep_mesh
 from nohair_jax.pairs import random_prompt_pairs
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import jsonable, load_json, save_figure, save_json, save_npz, written_together
 
 __all__ = [
     "AXES", "Cell", "SweepGrid", "cell_config", "cell_key", "cell_models", "draw_sweep", "measure_cell", "relay_alphas", "run_sweep",
@@ -224,8 +224,9 @@ def run_sweep(grid: SweepGrid, out: str | Path, *, mesh: Mesh | None = None, bat
         rows.append(dict(key=key, **record))
     summary = dict(grid=grid.to_dict(), rows=[{k: v for k, v in row.items() if k != "model"} for row in rows])
     if writer:
-        save_json(out / "summary.json", summary)
-        draw_sweep(out)
+        with written_together():  # the summary and its figures replace an earlier set together, or none does
+            save_json(out / "summary.json", summary)
+            _save_figures(out, jsonable(summary))
     return summary
 
 
@@ -306,8 +307,11 @@ def _offsets_figure(cells_dir: Path, rows: list[dict], title: str) -> Figure:
 
 def draw_sweep(out: str | Path) -> list[Path]:
     """Draw the three figures of the sweep folder ``out`` from summary.json and the cells' npz files."""
-    out = Path(out)
-    saved = load_json(out / "summary.json")
+    return _save_figures(Path(out), load_json(Path(out) / "summary.json"))
+
+
+def _save_figures(out: Path, saved: dict) -> list[Path]:
+    """The sweep's three figures from the contents of its summary.json and the cells' npz files."""
     rows, grid = saved["rows"], saved["grid"]
     pooled = f"{len(grid['seeds'])} seeds x {grid['n_pairs']} pairs"
     return [

@@ -90,7 +90,7 @@ def measure_system_prompts(model, pairs: dict, systems: list[str], out: str | Pa
 
 def report(summary: dict) -> str:
     """The printed table: per pair of system prompts, the KL's half-life line and alpha of a few layers."""
-    lines = [f"system prompts: " + "; ".join(f"{k}: {s[:60]!r}" for k, s in enumerate(summary["systems"], start=1))]
+    lines = ["system prompts: " + "; ".join(f"{k}: {s[:60]!r}" for k, s in enumerate(summary["systems"], start=1))]
     for row in summary["pairs"]:
         half = HalfLife.from_dict(row["half_life"])
         fits = [fit_from_dict(f) for f in row["fits"]]

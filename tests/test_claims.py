@@ -1,16 +1,38 @@
-"""Every judge of ``nohair_jax.claims`` on hand-built summaries: each must be able to say "agree" and
-"disagree" (and "not measured at this scale" where its part cannot decide), and a claim without
-such cases fails ``test_every_claim_reaches_both_verdicts``. The summaries hold only the keys the
-judges read (fits as whole saved ``PowerLawFit`` records), with numbers chosen by hand on either
-side of each criterion's threshold.
+"""Every claim's judge (each part's ``CLAIMS``, collected by ``reproduce.all_claims``) on hand-built
+summaries: each must be able to say "agree" and "disagree" (and "not measured at this scale" where
+its part cannot decide), and a claim without such cases fails
+``test_every_claim_reaches_both_verdicts``. The summaries are built with each part's own ``Summary``
+type, with the keys its judges read (fits as whole saved ``PowerLawFit`` records), numbers chosen by
+hand on either side of each criterion's threshold, and held to that type as the parts' saved
+summaries are (``claims.check_summary``).
 """
+
+import importlib
 
 import numpy as np
 import pytest
 
-from nohair_jax.claims import CHECK, CLAIM, CLAIMS, NOT_MEASURED, judge_claims
-from nohair_jax.bound.records import ExplicitCheck, NotApplicable, ShapeCheck
+from nohair_jax.claims import CHECK, CLAIM, NOT_MEASURED, SummaryError, check_summary, judge_claims, part_claims_text
+from nohair_jax.bound.records import BoundRow, ExplicitCheck, NotApplicable, ShapeCheck
+from nohair_jax.experiments import architecture_contrasts as contrasts_part
+from nohair_jax.experiments import bound_check as bound_part
+from nohair_jax.experiments import consensus as consensus_part
+from nohair_jax.experiments import control_threshold as threshold_part
+from nohair_jax.experiments import depth_length_sweep as sweep_part
+from nohair_jax.experiments import dilution as dilution_part
+from nohair_jax.experiments import direct_vs_relay as split_part
+from nohair_jax.experiments import linear_response as response_part
+from nohair_jax.experiments import logit_bias as bias_part
+from nohair_jax.experiments import real_model as real_part
+from nohair_jax.experiments import relay_model as relay_part
+from nohair_jax.experiments import sinks as sinks_part
+from nohair_jax.experiments import trained_vs_untrained as trained_part
+from nohair_jax.experiments import untrained_alpha as untrained_part
+from nohair_jax.experiments import untrained_vs_relay as rise_part
 from nohair_jax.fit import AlphaDifference, ExponentRise, FitRefused, PowerLawFit, PowerLawTolerance
+from nohair_jax.reproduce import PARTS, all_claims
+
+CLAIMS = all_claims()
 
 
 def fit(alpha, half_width=0.05, r2=0.99, window=(32, 1024)):
@@ -42,36 +64,37 @@ def difference(diff, half_width=0.05):
 
 def real_model(trained, init, *, failures=(), ratio=(0.5, 2.0, 3.0), diameter=(1.5, 1.6, 1.2, 1.0), diffs=(0.3, 0.2),
                slope=-0.1, direct=(0.95, 0.9), biased=0.03, init_rise=(0.5, 0.6)):
-    side = dict(conditions=dict(logit_bound=[3.0, 5.0], sigma_min_attn=[0.1, 0.2], sigma_min_mlp=[0.3, 0.4],
-                                sqrt_eps=0.01, failures=list(failures)),
-                dynamics=dict(mlp_over_attn_bound=list(ratio), sphere_diameter=list(diameter)),
-                bound=dict(constants=dict(C=[1e3, None]), shape=[  # None: beyond float64, as saved
+    side = dict(conditions=real_part.Conditions(logit_bound=[3.0, 5.0], sigma_min_attn=[0.1, 0.2],
+                                                sigma_min_mlp=[0.3, 0.4], sqrt_eps=0.01, failures=list(failures)),
+                dynamics=real_part.Dynamics(mlp_over_attn_bound=list(ratio), sphere_diameter=list(diameter)),
+                bound=real_part.Bound(constants=dict(C=[1e3, None]), shape=[  # None: beyond float64, as saved
                     shape(1, -0.2, [-0.3, -0.1], True), shape(2, slope, [slope - 0.05, slope + 0.05], slope - 0.05 <= 0)]))
-    return {"real_model": dict(settings=dict(prompt_len=16), trained=dict(
-                                   fits=[f if isinstance(f, dict) else fit(f) for f in trained], **side,
-                                   split=dict(direct=[fit(a) if a is not None else FitRefused("floor").to_dict()
-                                                      for a in direct])),
-                               init=dict(fits=[fit(a) for a in init], seeds=[0, 1, 2], pairs_per_seed=4, **side,
-                                         local_exponent=[rise_row(2, *init_rise)]),
-                               trained_minus_init=[d if isinstance(d, dict) else difference(d) for d in diffs],
-                               bias_at_inference=dict(pairs=8, rows=[
-                                   dict(gamma=0.5, fit=fit(0.3), minus_none=difference(-0.3)),
-                                   dict(gamma=1.0, fit=FitRefused("floor").to_dict() if biased is None else fit(biased),
-                                        minus_none=difference(-0.5))]),
-                               linear_response=response_rows())}
+    return real_part.Summary(
+        settings=real_part.Settings(prompt_len=16),
+        trained=real_part.Trained(fits=[f if isinstance(f, dict) else fit(f) for f in trained], **side,
+                                  split=real_part.Split(direct=[fit(a) if a is not None else FitRefused("floor").to_dict()
+                                                                for a in direct])),
+        init=real_part.Init(fits=[fit(a) for a in init], seeds=[0, 1, 2], pairs_per_seed=4, init_std=1 / 24,
+                            relay_alpha=[0.05] * len(init), local_exponent=[rise_row(2, *init_rise)], **side),
+        trained_minus_init=[d if isinstance(d, dict) else difference(d) for d in diffs],
+        bias_at_inference=real_part.BiasAtInference(pairs=8, rows=[
+            real_part.BiasRow(gamma=0.5, fit=fit(0.3), minus_none=difference(-0.3)),
+            real_part.BiasRow(gamma=1.0, fit=FitRefused("floor").to_dict() if biased is None else fit(biased),
+                              minus_none=difference(-0.5))]),
+        linear_response=response_rows())
 
 
 def response_row(alpha, diff, half_width=0.05, **seeds):
     """One model row of the linear response (``response_row``): the last layer's Jacobian (Frobenius)
     alpha and Jacobian minus finite (None: refused)."""
     refused = FitRefused("below the noise floor").to_dict()
-    return dict(n_pairs=8, frobenius=[fit(0.1), refused if alpha is None else fit(alpha, half_width)], **seeds,
+    return response_part.ResponseRow(n_pairs=8, frobenius=[fit(0.1), refused if alpha is None else fit(alpha, half_width)], **seeds,
                 finite=[fit(0.1), fit(0.7)], frobenius_minus_finite=[difference(0.0), refused if diff is None else difference(diff)])
 
 
 def response_rows(trained=(0.8, 0.03), init=0.3):
     """SmolLM2's rows in the real model's summary (``trained``: alpha, difference; ``init``: alpha)."""
-    return dict(trained=response_row(*trained), init=response_row(init, 0.0, seeds=[0, 1]))
+    return real_part.LinearResponseRows(trained=response_row(*trained), init=response_row(init, 0.0, seeds=[0, 1]))
 
 
 # --- the small models ------------------------------------------------------------------------
@@ -85,19 +108,19 @@ def untrained_alpha(*alphas, r2=0.99, deviation=(0.03, 0.01, 0.05), holdout=(0.0
                                alpha=0.6, decades=float(np.log10(window[1] / window[0])), t_range=window, n_bins=13,
                                cv_error=dict(power=0.1, log_power=0.12)).to_dict()
     laws = [FitRefused("floor").to_dict() if a is None else record for a in alphas]
-    return dict(rows=[dict(depth=4, fits=fits, power_law=laws)])
+    return untrained_part.Summary(rows=[untrained_part.Depth(depth=4, fits=fits, power_law=laws, relay_alpha=[0.5] * len(fits))])
 
 
 def trained_vs_untrained(trained, untrained, *, seeds=3, share=0.01, **bound):
     """``seeds`` runs alike, each with a held-out loss whose last fifth of training fell by ``share`` of its drop."""
-    row = bound_check(**bound)["bound_check"]["rows"][0]
+    row = bound_check(**bound)["rows"][0]
     inside = dict(window=(32, 240))  # the fits the judges read: inside the 256-token context
-    return {"trained_vs_untrained": dict(settings=dict(steps=300, context=256), runs=[dict(
+    return trained_part.Summary(settings=trained_part.Settings(steps=300, context=256), runs=[trained_part.Run(
         seed=seed, plateau=plateau(share),
         trained=[fit(0.3) for _ in trained], untrained=[fit(0.9) for _ in untrained],  # beyond it: not judged
         trained_in_context=[fit(a, **inside) for a in trained], untrained_in_context=[fit(a, **inside) for a in untrained],
         trained_minus_untrained_in_context=[difference(a - b) for a, b in zip(trained, untrained)], bound=row)
-        for seed in range(seeds)])}
+        for seed in range(seeds)])
 
 
 def plateau(share):
@@ -107,21 +130,20 @@ def plateau(share):
 
 def bound_check(*, failures=(), holds=True, slope=-0.01, interval=(-0.02, 0.01), explicit_error=False):
     checks = [explicit(1, 50.0, True), explicit(2, 2.0 if holds else 0.5, holds)]
-    return {"bound_check": dict(rows=[dict(
+    return bound_part.Summary(rows=[BoundRow(
         depth=2, failures=list(failures), logit_bound=[0.3, 0.2], sigma_min_over_floor=7.0,
         explicit=NotApplicable("infinite coefficients").to_dict() if explicit_error else checks,
-        shape=[shape(1, -0.2, [-0.3, -0.1], True), shape(2, slope, interval, interval[0] <= 0)])])}
+        shape=[shape(1, -0.2, [-0.3, -0.1], True), shape(2, slope, interval, interval[0] <= 0)])])
 
 
 def direct_vs_relay(*alphas):
-    return {"direct_vs_relay": dict(settings=dict(prompt_len=16), fits=dict(direct=[fit(a) for a in alphas]))}
+    return split_part.Summary(settings=split_part.Settings(prompt_len=16), fits=split_part.Split(direct=[fit(a) for a in alphas]))
 
 
 def relay_model(ratios, limit=0.5):
-    return {"relay_model": dict(rows=[dict(depth=1, ratio_to_shape=[1.0, 1.0], ratio_limit=1.0, ratio_t=[10.0, 1e12],
-                                           local_exponent=[0.9, 0.95]),
-                                      dict(depth=3, ratio_to_shape=list(ratios), ratio_limit=limit, ratio_t=[10.0, 1e12],
-                                           local_exponent=[0.01, 0.6])])}
+    return relay_part.Summary(rows=[
+        relay_part.RelayRow(depth=1, ratio_to_shape=[1.0, 1.0], ratio_limit=1.0, ratio_t=[10.0, 1e12]),
+        relay_part.RelayRow(depth=3, ratio_to_shape=list(ratios), ratio_limit=limit, ratio_t=[10.0, 1e12])])
 
 
 def rise_row(layer, rise, relay_rise, half_width=0.05):
@@ -129,11 +151,11 @@ def rise_row(layer, rise, relay_rise, half_width=0.05):
     freedom) beside the relay model's rise on the same grid."""
     record = ExponentRise(rise=rise, ci=(rise - half_width, rise + half_width), first=0.1, last=0.1 + rise,
                           t_range=(1.4, 900.0), confidence=0.95, dof=7.0).to_dict()
-    return dict(layer=layer, rise=record, relay_rise=relay_rise)
+    return rise_part.RiseLayer(layer=layer, rise=record, relay_rise=relay_rise)
 
 
 def untrained_vs_relay(rise, relay_rise=0.6):
-    return {"untrained_vs_relay": dict(layers=[rise_row(2, 0.5, 0.6), rise_row(3, rise, relay_rise)])}
+    return rise_part.Summary(layers=[rise_row(2, 0.5, 0.6), rise_row(3, rise, relay_rise)])
 
 
 def dilution(uniform, biased):
@@ -141,35 +163,39 @@ def dilution(uniform, biased):
     as_fit = lambda a: fit(a, half_width=0.02) if a is not None else FitRefused("floor").to_dict()  # noqa: E731
     diffs = [difference(a - b, 0.02) if a is not None and b is not None else FitRefused("floor").to_dict()
              for a, b in zip(uniform, biased)]
-    return {"dilution": dict(settings=dict(seeds=[0, 1]), rows=[dict(
+    return dilution_part.Summary(settings=dilution_part.Settings(seeds=[0, 1]), rows=[dilution_part.Depth(
         depth=len(uniform), uniform=[as_fit(a) for a in uniform], uniform_bias=[as_fit(a) for a in biased],
-        difference=diffs, relay=[0.9, 0.65])])}
+        difference=diffs, relay=[0.9, 0.65])])
 
 
 def sweep(alphas_by_depth):
     depths = sorted(alphas_by_depth)
-    rows = [dict(depth=d, prompt_len=16, alpha=alphas_by_depth[d], relay=alphas_by_depth[d]) for d in depths]
+    rows = [sweep_part.Cell(depth=d, prompt_len=16, alpha=alphas_by_depth[d], relay=alphas_by_depth[d])
+            for d in depths]
     diffs = [dict(prompt_len=16, depths=[a, b], **difference(alphas_by_depth[a] - alphas_by_depth[b]))
              for a, b in zip(depths, depths[1:])]
-    return {"depth_length_sweep": dict(depth_prompt=rows, depth_differences=diffs)}
+    return sweep_part.Summary(depth_prompt=rows, depth_differences=diffs)
 
 
 def consensus(reached_controlled, clusters=1, heads=1):
-    rows = [dict(clusters_targeted=clusters, heads=heads, gain_ratio=g, reached=r, draws=128, measure="diameter",
-                 final=dict(max=1e-8 if r == 1 else 0.5)) for g, r in ((0.0, 0.3), (40.0, reached_controlled))]
-    return {"consensus": dict(settings=dict(eps=0.1), rows=rows)}
+    rows = [consensus_part.ControlRow(clusters_targeted=clusters, heads=heads, gain_ratio=g, reached=r, draws=128,
+                                      measure="diameter", final=consensus_part.Final(max=1e-8 if r == 1 else 0.5))
+            for g, r in ((0.0, 0.3), (40.0, reached_controlled))]
+    return consensus_part.Summary(settings=consensus_part.Settings(eps=0.1), rows=rows)
 
 
 def control_threshold(adversarial_reached, high=1.0, reached_all=1.0, grid_at_20=1.0):
     """Random draws at gains 0 and 100; the adversary's fraction reaching eps at each gain (n 16, d 3);
     the (n, d, beta) grid of random draws at gains 1 and 20 (``grid_at_20``: the fraction reaching eps there)."""
-    adv = [dict(n=16, d=3, gain_ratio=g, reached=r, worst=0.05 if r == 1 else 1.5) for g, r in adversarial_reached.items()]
-    grid = [dict(n=8, d=3, beta=beta, gains=[1.0, 20.0], reached=[0.9, grid_at_20], reached_all=20.0 if grid_at_20 == 1 else None)
-            for beta in (0.1, 10.0)]
-    return {"control_threshold": dict(
-        settings=dict(eps=0.1), rows=[dict(gain_ratio=0.0, reached=0.34), dict(gain_ratio=100.0, reached=high)],
-        transition=dict(median_below_eps=0.1, reached_all=reached_all, theory_threshold=1.0), adversarial=dict(rows=adv),
-        grid=dict(rows=grid))}
+    adv = [threshold_part.AdversarialRow(n=16, d=3, gain_ratio=g, reached=r, worst=0.05 if r == 1 else 1.5)
+           for g, r in adversarial_reached.items()]
+    grid = [threshold_part.GridRow(n=8, d=3, beta=beta, gains=[1.0, 20.0], reached=[0.9, grid_at_20],
+                                   reached_all=20.0 if grid_at_20 == 1 else None) for beta in (0.1, 10.0)]
+    return threshold_part.Summary(
+        settings=threshold_part.Settings(eps=0.1),
+        rows=[threshold_part.GainRow(gain_ratio=0.0, reached=0.34), threshold_part.GainRow(gain_ratio=100.0, reached=high)],
+        transition=threshold_part.Transition(reached_all=reached_all), adversarial=threshold_part.Adversarial(rows=adv),
+        grid=threshold_part.Grid(rows=grid))
 
 
 DEFEATED_AT_1 = {0.5: 0.0, 1.0: 0.5, 2.0: 1.0, 20.0: 1.0}
@@ -178,13 +204,14 @@ DEFEATED_AT_1 = {0.5: 0.0, 1.0: 0.5, 2.0: 1.0, 20.0: 1.0}
 def biased(no_bias, bias, differences, steps=(0, 10, 150, 300), seeds=(0, 1, 2), share=0.01):
     """The logit-bias experiment's in-context fits: one alpha per measured step for each run, and the
     bias-minus-no-bias difference's interval per step (None: not fitted)."""
-    rows = [dict(step=step, no_bias=fit(a), bias=fit(b) if b is not None else FitRefused("floor").to_dict(),
+    rows = [bias_part.Step(step=step, no_bias=fit(a), bias=fit(b) if b is not None else FitRefused("floor").to_dict(),
                  difference=FitRefused("floor").to_dict() if d is None else AlphaDifference(
                      difference=(d[0] + d[1]) / 2, ci=tuple(d), alpha_a=b, alpha_b=a, t_range=(32, 240),
                      confidence=0.95).to_dict())
             for step, a, b, d in zip(steps, no_bias, bias, differences)]
-    return {"logit_bias": dict(seeds=list(seeds), runs={name: dict(plateau=plateau(share)) for name in ("bias", "no_bias")},
-                               in_context=dict(t_max=240, steps_total=steps[-1], rows=rows))}
+    return bias_part.Summary(seeds=list(seeds), runs=bias_part.Runs(bias=bias_part.Run(plateau=plateau(share)),
+                                                                      no_bias=bias_part.Run(plateau=plateau(share))),
+                              in_context=bias_part.InContext(t_max=240, steps_total=steps[-1], rows=rows))
 
 
 EQUAL, BELOW = (-0.1, 0.1), (-0.8, -0.4)
@@ -195,32 +222,34 @@ def contrasts(alibi=(0.2, 0.1), gammas=(), window_leak=False):
     baseline's (``AlphaDifference.to_dict``, half-width 0.05; None: refused), a window variant's reach."""
     def diff(value):
         return FitRefused("below the noise floor").to_dict() if value is None else difference(value)
-    reach = [dict(layer=1, reach=7, zero_beyond=True, last_nonzero=7),
-             dict(layer=2, reach=14, zero_beyond=not window_leak, last_nonzero=30 if window_leak else 14)]
-    variants = {"pre-LN, RoPE": {}, "ALiBi": dict(minus_baseline=dict(init=diff(alibi[0]), trained=diff(alibi[1]))),
-                "window 8": dict(window_reach=dict(init=reach, trained=reach))}
+    Variant, Reach = contrasts_part.Variant, contrasts_part.Reach
+    reach = [Reach(layer=1, reach=7, zero_beyond=True, last_nonzero=7),
+             Reach(layer=2, reach=14, zero_beyond=not window_leak, last_nonzero=30 if window_leak else 14)]
+    same = dict(init=difference(0.0), trained=difference(0.0))
+    variants = {"pre-LN, RoPE": Variant(minus_baseline=same),
+                "ALiBi": Variant(minus_baseline=dict(init=diff(alibi[0]), trained=diff(alibi[1]))),
+                "window 8": Variant(minus_baseline=same, window_reach=dict(init=reach, trained=reach))}
     for gamma, value in gammas:
-        variants[f"logit bias {gamma:g}"] = dict(minus_baseline=dict(init=diff(value), trained=diff(None)))
-    return {"architecture_contrasts": dict(variants=variants)}
+        variants[f"logit bias {gamma:g}"] = Variant(minus_baseline=dict(init=diff(value), trained=diff(None)))
+    return contrasts_part.Summary(variants=variants)
 
 
 
 def linear_response(trained=(0.8, 0.03), init=0.3):
-    """The real model's summary with SmolLM2's linear-response rows (``response_rows``) beside the
-    linear_response part's (the project's model)."""
+    """The real model's summary with SmolLM2's linear-response rows (``response_rows``)."""
     summary = real_model([0.6], [0.3])
-    summary["real_model"]["linear_response"] = response_rows(trained, init)
-    own = dict(models={"own trained": response_row(0.8, 0.0, seeds=[]), "own init": response_row(0.3, 0.0, seeds=[0, 1])})
-    return dict(summary, linear_response=own)
+    summary["linear_response"] = response_rows(trained, init)
+    return summary
 
 
 def sinks(trained_means=(0.2, 0.3, 0.001), init_means=(0.005, 0.005, 0.005), diff=0.02):
     """A sinks summary: key 0's mean share per layer (dilution 0.005) and the last layer's alpha(shared) -
     alpha(different) (None: refused)."""
     last = FitRefused("below the noise floor").to_dict() if diff is None else difference(diff)
-    return {"sinks": dict(windows=dict(dilution_share=0.005),
-                          share=dict(trained=dict(mean=list(trained_means)), init=dict(mean=list(init_means))),
-                          shared_minus_different=[difference(0.3), last])}
+    return sinks_part.Summary(windows=sinks_part.Windows(dilution_share=0.005),
+                              share=sinks_part.PerModel(trained=sinks_part.Shares(mean=list(trained_means)),
+                                                        init=sinks_part.Shares(mean=list(init_means))),
+                              shared_minus_different=[difference(0.3), last])
 
 
 
@@ -253,16 +282,16 @@ CASES = {
     "ff_threshold_llm": {"agree": real_model([0.6], [0.3]),
                          "disagree": real_model([0.6], [0.3], diameter=(1.5, 1.0, 1.2, 1.4)),
                          NOT_MEASURED: real_model([0.6], [0.3], ratio=(0.1, 0.2, 0.3))},
-    "power_law": {"agree": {"untrained_alpha": untrained_alpha(0.9, 0.7)},
-                  "disagree": {"untrained_alpha": untrained_alpha(0.9, 0.7, deviation=(0.3, 0.25, 0.35))},
-                  "disagree, prediction": {"untrained_alpha": untrained_alpha(0.9, 0.7, holdout=(0.2, 0.12, 0.28))},
-                  NOT_MEASURED: {"untrained_alpha": untrained_alpha(None)},
-                  "not measured at this scale, across": {"untrained_alpha": untrained_alpha(
-                      0.9, 0.7, holdout=(0.1, 0.05, 0.15))},
-                  "not measured at this scale, short": {"untrained_alpha": untrained_alpha(0.9, 0.7, window=(32, 512))}},
-    "untrained_alpha": {"agree": {"untrained_alpha": untrained_alpha(0.9, 0.45)},
-                        "disagree": {"untrained_alpha": untrained_alpha(0.9, 0.62)},
-                        NOT_MEASURED: {"untrained_alpha": untrained_alpha(0.9, None)}},
+    "power_law": {"agree": untrained_alpha(0.9, 0.7),
+                  "disagree": untrained_alpha(0.9, 0.7, deviation=(0.3, 0.25, 0.35)),
+                  "disagree, prediction": untrained_alpha(0.9, 0.7, holdout=(0.2, 0.12, 0.28)),
+                  NOT_MEASURED: untrained_alpha(None),
+                  "not measured at this scale, across": untrained_alpha(
+                      0.9, 0.7, holdout=(0.1, 0.05, 0.15)),
+                  "not measured at this scale, short": untrained_alpha(0.9, 0.7, window=(32, 512))},
+    "untrained_alpha": {"agree": untrained_alpha(0.9, 0.45),
+                        "disagree": untrained_alpha(0.9, 0.62),
+                        NOT_MEASURED: untrained_alpha(0.9, None)},
     "trained_alpha": {"agree": trained_vs_untrained([0.6], [0.9]), "disagree": trained_vs_untrained([0.41], [0.9]),
                       NOT_MEASURED: trained_vs_untrained([0.6], [0.9], seeds=1),
                       "not measured at this scale, still learning": trained_vs_untrained([0.6], [0.9], share=0.05)},
@@ -304,9 +333,9 @@ CASES = {
     "deeper_remembers_longer": {"agree": sweep({1: 0.9, 2: 0.7, 4: 0.6}), "disagree": sweep({1: 0.9, 2: 0.7, 4: 0.9}),
                                 "not measured at this scale, across": sweep({1: 0.9, 2: 0.7, 4: 0.68}),
                                 NOT_MEASURED: sweep({1: 0.9})},
-    "ff_consensus_check": {"agree": {**consensus(1.0), **control_threshold(DEFEATED_AT_1)},
-                     "disagree": {**consensus(1.0), **control_threshold({**DEFEATED_AT_1, 20.0: 0.875})},
-                     NOT_MEASURED: {**consensus(1.0), **control_threshold({0.5: 0.0, 2.0: 1.0})}},
+    "ff_consensus_check": {"agree": (consensus(1.0), control_threshold(DEFEATED_AT_1)),
+                           "disagree": (consensus(1.0), control_threshold({**DEFEATED_AT_1, 20.0: 0.875})),
+                           NOT_MEASURED: (consensus(1.0), control_threshold({0.5: 0.0, 2.0: 1.0}))},
     "ff_clusters_check": {"agree": consensus(1.0, clusters=2), "disagree": consensus(0.5, clusters=2)},
     "ff_multihead_check": {"agree": consensus(1.0, heads=4), "disagree": consensus(0.9, heads=4)},
     # The adversary defeats consensus at 1 ||V|| and below, never at 2 / eps = 20: where the theory puts it.
@@ -340,20 +369,52 @@ CASES = {
 PROVED = {"bound_tight": "bound_tight_check", "dilution_sufficient": "dilution_sufficient_check",
           "dilution_necessary": "dilution_necessary_check", "ff_consensus": "ff_consensus_check",
           "ff_clusters": "ff_clusters_check", "ff_multihead": "ff_multihead_check"}
-CASES.update({claim: {NOT_MEASURED: {}} for claim in PROVED})
+CASES.update({claim: {NOT_MEASURED: ()} for claim in PROVED})
 
 
 def _judge(claim_id):
     return next(c for c in CLAIMS if c.id == claim_id).judge
 
 
+def _args(case) -> tuple:
+    """A case's summaries in the order of its claim's parts: one summary, or a tuple of them."""
+    return case if isinstance(case, tuple) else (case,)
+
+
+SUMMARY_TYPES = {part.name: module.Summary for part, module in
+                 ((p, importlib.import_module(f"nohair_jax.experiments.{p.name}")) for p in PARTS) if hasattr(module, "Summary")}
+
+
 @pytest.mark.parametrize("claim_id, verdict", [(k, v) for k, cases in CASES.items() for v in cases])
 def test_judge_reaches_the_verdict_its_criterion_gives(claim_id, verdict):
-    judged = _judge(claim_id)(CASES[claim_id][verdict])
+    judged = _judge(claim_id)(*_args(CASES[claim_id][verdict]))
     assert judged.verdict == verdict.split(",")[0], judged.measured  # "disagree, why": a second case of one verdict
     if claim_id in PROVED:
         assert PROVED[claim_id] in judged.measured
     assert isinstance(judged.measured, str) and isinstance(judged.evidence, dict)
+
+
+def test_every_case_holds_to_the_summary_type_its_part_saves():
+    """The cases are what the parts save: each is held to its part's ``Summary`` as ``nohair reproduce``
+    holds the saved summaries (``tests/test_reproduce.py`` runs every part)."""
+    claims = {c.id: c for c in CLAIMS}
+    assert {name for c in CLAIMS for name in c.parts} <= set(SUMMARY_TYPES)
+    for claim_id, cases in CASES.items():
+        for case in cases.values():
+            for part, summary in zip(claims[claim_id].parts, _args(case), strict=True):
+                check_summary(SUMMARY_TYPES[part], summary, f"{claim_id}: {part}")
+
+
+def test_a_summary_that_is_not_its_type_names_the_key():
+    summary = bound_check()
+    del summary["rows"][0]["shape"]
+    with pytest.raises(SummaryError, match=r"summary.rows\[0\]: no key 'shape' \(BoundRow\)"):
+        check_summary(SUMMARY_TYPES["bound_check"], summary)
+    summary = bound_check()
+    summary["rows"][0]["sigma_min_over_floor"] = "7"
+    with pytest.raises(SummaryError, match=r"sigma_min_over_floor: expected float, got '7'"):
+        check_summary(SUMMARY_TYPES["bound_check"], summary)
+    check_summary(SUMMARY_TYPES["bound_check"], dict(bound_check(), extra="a part may save more than its claims read"))
 
 
 def test_every_claim_reaches_both_verdicts_and_states_its_criterion():
@@ -384,11 +445,12 @@ def test_threshold_disagrees_when_a_random_draw_of_the_grid_misses_eps_where_it_
 
 
 def test_claims_table_carries_criterion_and_evidence():
-    rows = judge_claims(CASES["llm_trained_faster"]["agree"])
+    rows = judge_claims(CLAIMS, {"real_model": CASES["llm_trained_faster"]["agree"]}, {"sinks": "its model is absent"})
     row = next(r for r in rows if r["id"] == "llm_trained_faster")
     assert row["criterion"] == next(c.criterion for c in CLAIMS if c.id == "llm_trained_faster")
     assert row["evidence"]["layers_faster"] == [1, 2] and row["verdict"] == "agree"
     assert {r["verdict"] for r in rows if "real_model" not in r["parts"]} == {NOT_MEASURED}
+    assert next(r for r in rows if r["id"] == "sink_shared_first_token")["measured"] == "sinks: its model is absent"
 
 
 def test_evidence_holds_the_numbers_the_verdict_came_from():
@@ -399,15 +461,13 @@ def test_evidence_holds_the_numbers_the_verdict_came_from():
 
 
 def test_part_claims_text_judges_every_claim_of_one_part():
-    from nohair_jax.claims import part_claims_text
-
-    text = part_claims_text("logit_bias", CASES["bias_reverses"]["disagree"]["logit_bias"]).splitlines()
+    text = part_claims_text(bias_part.CLAIMS, CASES["bias_reverses"]["disagree"]).splitlines()
     assert len(text) == 3  # no_bias_trained, bias_stops_decay, bias_reverses
     assert text[2].startswith("With the logit bias the decay reverses later in training (offsets grow): disagree; ")
 
 
 def test_trained_rows_need_every_seed_to_agree():
     summary = trained_vs_untrained([0.6], [0.9])
-    summary["trained_vs_untrained"]["runs"][1]["trained_in_context"] = [fit(0.4, window=(32, 240))]  # one seed outside
+    summary["runs"][1]["trained_in_context"] = [fit(0.4, window=(32, 240))]  # one seed outside
     judged = _judge("trained_alpha")(summary)
     assert judged.verdict == NOT_MEASURED and judged.evidence["verdict_per_seed"] == ["agree", "disagree", "agree"]

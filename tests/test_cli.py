@@ -108,6 +108,29 @@ def test_a_file_size_limit_met_mid_write_leaves_the_previous_results_whole_and_s
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # byte for byte, and no temporary file
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="file size limits are POSIX")
+@pytest.mark.parametrize("command, data, figure", [("offsets", ("offsets.npz", "fit.json"), "offsets.png"),
+                                                   ("bound", ("bound.npz", "bound.json"), "bound.png")])
+def test_the_figure_belongs_to_the_result_set(tmp_path, command, data, figure):
+    """A limit the data and the fits fit under and the figure does not: the folder keeps the previous
+    set whole (its figure too) or, fresh, holds nothing of the new one."""
+    small = ["--depth", "2", "--d-model", "16", "--heads", "2", "--prompt-len", "4", "--length", "64", "--pairs", "2",
+             "--n-boot", "20"] + (["--fit-t-min", "8"] if command == "offsets" else [])
+    out = tmp_path / "run"
+    assert main([command, *small, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    limit = max(len(before[name]) for name in data) + 2000  # the new pair/seed's data may be a little larger
+    assert len(before[figure]) > limit, (len(before[figure]), limit)
+    for folder in (out, tmp_path / "fresh"):
+        done = subprocess.run([sys.executable, "-c", _LIMITED, str(limit), command, *small, "--pair-seed", "7",
+                               "--out", str(folder)], capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert done.stderr.strip().splitlines()[-1] == f"nohair {command}: error: File too large: {folder / figure}"
+        assert "Traceback" not in done.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # byte for byte, the figure too
+    assert not (tmp_path / "fresh").exists()  # a run that wrote nothing leaves no folder it made
+
+
 @pytest.mark.parametrize("args, message", [
     (["--length", "99999999999"], "expected a whole number of magnitude below 2^31, got 99999999999"),
     (["--depth", "2000000000"], "GiB of memory"),  # its parameters alone exceed any machine's memory

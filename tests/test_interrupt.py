@@ -196,3 +196,38 @@ def test_parts_side_by_side_end_with_the_run_killed_or_interrupted(tmp_path):
             for marker in ("started.json", "part.json"):
                 (run / name / marker).unlink(missing_ok=True)
     assert _temporaries(run) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_at_any_moment_ends_in_one_line_and_leaves_no_folder(tmp_path, signum):
+    """Ctrl-C or SIGTERM from the program's first instant (the imports included) to the end of the
+    measurement: the exit code is the signal's (130, 143) unless the run had finished, stderr holds
+    no traceback and ends in one line saying so, and a run stopped before its results leaves no
+    folder or lock behind. The first instant is ``nohair_jax.start``: the interpreter's own start
+    before it (about 20 ms here, site and the package's import-light ``__init__``) is out of reach,
+    so the earliest signal is sent at 100 ms, inside the imports of JAX."""
+    program = Path(sys.executable).with_name("nohair")
+    if not program.exists():
+        pytest.skip("the nohair program is not installed beside this Python")
+    argv = ["offsets", "--depth", "1", "--d-model", "16", "--heads", "2", "--prompt-len", "2", "--length", "64",
+            "--pairs", "2", "--n-boot", "10", "--fit-t-min", "8"]
+    stopped = 0
+    for k, delay in enumerate((0.1, 0.2, 0.4, 0.8, 1.5, 2.5)):
+        out = tmp_path / f"run{k}"
+        proc = subprocess.Popen([str(program), *argv, "--out", str(out)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+        assert "Traceback" not in err, (delay, err[-2000:])
+        if proc.returncode == 0:  # finished before the signal: whole results
+            assert (out / "offsets.png").exists()
+            continue
+        assert proc.returncode == 128 + signum, (delay, proc.returncode, err[-2000:])
+        last = err.strip().splitlines()[-1]
+        word = "terminated" if signum == signal.SIGTERM else "interrupted"
+        assert last in (f"nohair: {word} while starting; nothing was written",
+                        f"nohair offsets: {word}; run the same command again to resume"), (delay, err[-2000:])
+        assert not out.exists(), (delay, sorted(p.name for p in out.iterdir()))
+        stopped += 1
+    assert stopped >= 3  # most moments land before the results: the property was tested

@@ -23,7 +23,7 @@ def test_tiny_profile_end_to_end(tmp_path, capsys):
 
     saved = load_json(tmp_path / "claims.json")["claims"]
     assert saved == json.loads(json.dumps(claims))
-    assert [c["id"] for c in saved] == [c.id for c in rep.CLAIMS]
+    assert [c["id"] for c in saved] == [c.id for c in rep.all_claims()]
     for c in saved:
         assert set(c) >= {"id", "kind", "claim", "paper_value", "criterion", "measured", "interval", "verdict", "evidence", "figures"}
         assert c["verdict"] in rep.VERDICTS
@@ -105,9 +105,26 @@ def test_interrupted_part_is_not_marked_finished_and_runs_again(tmp_path, monkey
 
 
 def test_claims_without_their_parts_are_not_measured():
-    rows = rep.judge_claims({})
-    assert len(rows) == len(rep.CLAIMS)
+    rows = rep.judge_claims(rep.all_claims(), {})
+    assert len(rows) == len(rep.all_claims())
     assert {r["verdict"] for r in rows} == {rep.NOT_MEASURED}
+
+
+def test_a_saved_summary_that_is_not_its_parts_type_is_run_again(tmp_path):
+    """A finished part whose summary.json an earlier version wrote (a key its claims read is missing)
+    runs again instead of being judged; a summary that a part has just written and that is not its
+    type is an error naming the file and the key."""
+    rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
+    path = tmp_path / "relay_model" / "summary.json"
+    saved = load_json(path)
+    del saved["rows"][0]["ratio_limit"]
+    path.write_text(json.dumps(saved))
+    part = next(p for p in rep.PARTS if p.name == "relay_model")
+    assert rep.finished_part(part, "tiny", tmp_path) is None
+    with pytest.raises(rep.SummaryError, match=r"summary.json.rows\[0\]: no key 'ratio_limit' \(RelayRow\)"):
+        rep.load_summary(part, tmp_path)
+    rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
+    assert "ratio_limit" in load_json(path)["rows"][0]
 
 
 def test_a_part_that_cannot_run_here_leaves_its_claims_unmeasured_with_the_reason(tmp_path, monkeypatch):

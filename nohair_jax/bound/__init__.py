@@ -15,7 +15,7 @@ import importlib
 _EXPORTS = {
     "checks": ("check_bound", "check_row", "explicit_check", "shape_check"),
     "conditions": ("BoundConditions", "BoundNotApplicable", "coefficients", "explicit_bounds", "measure_conditions"),
-    "records": ("ExplicitCheck", "NotApplicable", "ShapeCheck", "constants_from_saved", "explicit_from_saved",
+    "records": ("BoundRow", "ExplicitCheck", "NotApplicable", "ShapeCheck", "constants_from_saved", "explicit_from_saved",
                 "shape_from_dict"),
     "render": ("bound_figure", "draw_bound", "report"),
 }

@@ -22,13 +22,13 @@ import numpy as np
 
 from nohair_jax import relay
 from nohair_jax.bound.conditions import BoundNotApplicable, explicit_bounds, measure_conditions
-from nohair_jax.bound.records import ExplicitCheck, NotApplicable, ShapeCheck
-from nohair_jax.bound.render import draw_bound
+from nohair_jax.bound.records import BoundRow, ExplicitCheck, NotApplicable, ShapeCheck
+from nohair_jax.bound.render import bound_set_figure
 from nohair_jax.fit import FitRefused, fit_or_refuse, summary_curve
 from nohair_jax.model import Transformer
 from nohair_jax.offsets import prompt_pair_offsets
 from nohair_jax.pairs import PromptPairs
-from nohair_jax.results import load_json, save_json, save_npz, written_together
+from nohair_jax.results import jsonable, load_json, save_figure, save_json, save_npz, written_together
 
 def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) -> list[ShapeCheck | FitRefused]:
     """Check (a): does ``d_l(t)`` decay at least like the bound's shape over the upper range of ``t``?
@@ -134,17 +134,16 @@ def check_bound(
         summary["coefficients"] = {key: bounds[key] for key in ("a", "b", "C", "t0")}
         summary["explicit"] = [e.to_dict() for e in explicit_check(off.l2, bounds["recursion"], bounds["closed"])]
         arrays.update(recursion=bounds["recursion"], closed=bounds["closed"])
-    with written_together():
+    with written_together():  # data, summary and figure replace an earlier set together, or none does
         save_npz(out_dir / "bound.npz", **arrays)
         save_json(out_dir / "bound.json", summary)
-    draw_bound(out_dir)
+        save_figure(out_dir / "bound.png", bound_set_figure(arrays, jsonable(summary)))
     return load_json(out_dir / "bound.json")
 
 
-def check_row(checked: dict) -> dict:
-    """What the claims read of a ``check_bound`` summary: the failed conditions, the largest logit
-    per layer, the smallest block-norm sigma_min over sqrt(eps), both checks."""
+def check_row(checked: dict) -> BoundRow:
+    """A ``BoundRow`` of a ``check_bound`` summary."""
     cond, depth = checked["conditions"], checked["model"]["n_layers"]
-    return dict(depth=depth, failures=cond["failures"], logit_bound=cond["logit_bound"],
+    return BoundRow(depth=depth, failures=cond["failures"], logit_bound=cond["logit_bound"],
                 sigma_min_over_floor=min(cond["sigma_min"][: 2 * depth]) / cond["floor"],
                 explicit=checked["explicit"], shape=checked["shape"])

@@ -5,13 +5,16 @@
 ``fit.FitRefused``, and a bound that does not apply to a model is ``NotApplicable`` (the reason
 ``conditions.BoundNotApplicable`` gave). In JSON a refusal is ``{"error": reason}``, as a refused fit
 is in ``fit.json``: files written before these types existed read back alike. Code reads saved
-records through ``shape_from_dict``, ``explicit_from_saved`` and ``constants_from_saved`` only.
+records through ``shape_from_dict``, ``explicit_from_saved`` and ``constants_from_saved`` only;
+``BoundRow`` is what the claims read of one model's checks.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
+from nohair_jax.claims import Record
 from nohair_jax.fit import FitRefused
 
 
@@ -72,6 +75,20 @@ class NotApplicable:
     def to_dict(self) -> dict:
         """``{"error": reason}``, as files have always held it."""
         return {"error": self.reason}
+
+
+class BoundRow(TypedDict):
+    """What the claims read of a ``check_bound`` summary (``check_row``): the model's depth, the failed
+    conditions, the largest logit per layer, the smallest block-norm sigma_min over sqrt(eps), the
+    explicit check (``ExplicitCheck`` records, or a ``NotApplicable``'s) and the shape test
+    (``ShapeCheck`` records)."""
+
+    depth: int
+    failures: list[str]
+    logit_bound: list[float]
+    sigma_min_over_floor: float
+    explicit: list[Record] | Record
+    shape: list[Record]
 
 
 def shape_from_dict(saved: dict) -> ShapeCheck | FitRefused:

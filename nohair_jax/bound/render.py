@@ -97,8 +97,12 @@ def bound_figure(t, l2, relay_shape, summary: dict, recursion=None, closed=None)
 def draw_bound(out_dir: str | Path) -> Path:
     """Draw ``bound.png`` from ``bound.npz`` and ``bound.json`` in ``out_dir``."""
     out_dir = Path(out_dir)
-    summary = load_json(out_dir / "bound.json")
     with np.load(out_dir / "bound.npz") as data:
-        bounds = (data["recursion"], data["closed"]) if "recursion" in data else (None, None)
-        fig = bound_figure(data["t"], data["l2"], data["relay_shape"], summary, *bounds)
+        fig = bound_set_figure(dict(data), load_json(out_dir / "bound.json"))
     return save_figure(out_dir / "bound.png", fig)
+
+
+def bound_set_figure(data: dict, summary: dict):
+    """``bound_figure`` of one result set: bound.npz's arrays and bound.json's contents."""
+    bounds = (data["recursion"], data["closed"]) if "recursion" in data else (None, None)
+    return bound_figure(data["t"], data["l2"], data["relay_shape"], summary, *bounds)

@@ -1,0 +1,210 @@
+"""The criteria several claims share, stated once: the verdict helpers, equivalence, "above 0 in
+every layer", the relay-shape test, the local exponent's rise, what counts as trained, and the
+criterion texts the claims quote.
+
+A judge (``claims.Claim``) applies its criterion to its part's typed summary and returns a
+``claims.Judgement``; these are the pieces judges of several parts use. Conventions (the
+project's definitions: docs/definitions.md): intervals are 95 % t-intervals over prompt pairs
+with a bootstrap standard error (``fit.t_interval``; over seeds, then pairs, where the models are
+fresh initialisations), whose coverage ``tests/test_coverage.py`` checks by simulation. A "no
+effect" claim is judged by equivalence (``EQUIVALENCE_MARGIN``): agree only when the whole
+interval lies inside the margin, so a wider, noisier interval cannot agree. Rows that test "every
+layer" agree only when every layer's own 95 % interval does (an intersection-union test, which
+needs no correction); they disagree only beyond a Bonferroni correction over the layers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nohair_jax.bound.records import ShapeCheck, shape_from_dict
+from nohair_jax.claims import NOT_MEASURED, Judgement
+from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit, bonferroni, fit_from_dict, fit_power_law
+
+EQUIVALENCE_MARGIN = 0.1  # "no effect" on alpha: the whole interval of the difference inside +-0.1
+
+
+def judged(measured: str, interval, ok: bool, **evidence) -> Judgement:
+    """"agree" if ``ok`` else "disagree", with what was ``measured`` (text), its ``interval`` and the ``evidence``."""
+    return Judgement(measured, interval, "agree" if ok else "disagree", evidence)
+
+
+def unmeasured(measured: str, **evidence) -> Judgement:
+    """"not measured at this scale", with what was ``measured`` (text, saying why) and the ``evidence``."""
+    return Judgement(measured, None, NOT_MEASURED, evidence)
+
+
+def equivalence(measured: str, interval, margin: float = EQUIVALENCE_MARGIN, **evidence) -> Judgement:
+    """A "no effect" verdict by equivalence: agree when ``interval`` lies inside ``[-margin, margin]``,
+    disagree when it lies wholly outside, otherwise not measured (the data cannot tell)."""
+    lo, hi = interval
+    evidence = dict(evidence, margin=margin)
+    if -margin < lo and hi < margin:
+        return Judgement(measured + f"; inside the equivalence margin +-{margin:g}", interval, "agree", evidence)
+    if hi < -margin or lo > margin:
+        return Judgement(measured + f"; outside the equivalence margin +-{margin:g}", interval, "disagree", evidence)
+    return Judgement(measured + f"; the interval crosses the equivalence margin +-{margin:g}: too wide to tell "
+                     "equal from different", interval, NOT_MEASURED, evidence)
+
+
+def proved(check: str, why: str):
+    """The judge of a statement that is proved rather than measured: no data on models can
+    contradict it, so its row says so and names the check that verifies it."""
+    return lambda: unmeasured(f"{why}; verified by the check {check}")
+
+
+def every_above_zero(diffs: list[AlphaDifference]) -> tuple[str, list[int], list[int]]:
+    """A row that says "above 0 in every layer": agree when every interval lies above 0 (each at 95 %:
+    all of them must hold, so no correction is needed), disagree when some interval widened for the
+    number of layers (``fit.bonferroni``) lies below 0, otherwise not measured. Returns (verdict,
+    the layers above 0, the layers below 0 after the correction)."""
+    above = [k for k, d in enumerate(diffs, start=1) if d.ci[0] > 0]
+    below = [k for k, d in enumerate(diffs, start=1)
+             if (wide := bonferroni(d.ci, d.dof, len(diffs), d.confidence)) is not None and wide[1] < 0]
+    verdict = "agree" if len(above) == len(diffs) else "disagree" if below else NOT_MEASURED
+    return verdict, above, below
+
+
+def read_fits(saved: list[dict]) -> list[PowerLawFit | FitRefused]:
+    """The fits of a summary's list of saved fits (``fit.fit_from_dict``)."""
+    return [fit_from_dict(f) for f in saved]
+
+
+def alpha_text(fit: PowerLawFit | FitRefused) -> str:
+    """alpha to two decimals, or "no fit" where the ``fit`` was refused."""
+    return f"{fit.alpha:.2f}" if isinstance(fit, PowerLawFit) else "no fit"
+
+
+def alpha_interval(fit: PowerLawFit | FitRefused) -> list | None:
+    """alpha's interval rounded for the table; None where refused or without one."""
+    ci = fit.ci if isinstance(fit, PowerLawFit) else None
+    return None if ci is None else [round(ci[0], 3), round(ci[1], 3)]
+
+
+def read_differences(saved: list[dict]) -> list[AlphaDifference | FitRefused]:
+    """The differences of a summary's list of saved ones (``fit.fit_from_dict``)."""
+    return [fit_from_dict(d) for d in saved]
+
+
+def all_with_interval(diffs) -> bool:
+    """Every difference fitted, each with an interval."""
+    return all(isinstance(d, AlphaDifference) and d.ci is not None for d in diffs)
+
+
+def difference_ci(diff: AlphaDifference | FitRefused) -> list | None:
+    """The interval of a difference ``diff``; None where refused or without one."""
+    return list(diff.ci) if isinstance(diff, AlphaDifference) and diff.ci is not None else None
+
+
+def refusals(diffs) -> list[str | None]:
+    """Why each of ``diffs`` was refused (None where it was fitted)."""
+    return [d.reason if isinstance(d, FitRefused) else None for d in diffs]
+
+
+def overlaps(fit: PowerLawFit, lo: float, hi: float) -> bool:
+    """alpha's interval (alpha itself without one) meets the paper's range [``lo``, ``hi``]."""
+    ci = alpha_interval(fit) or [fit.alpha, fit.alpha]
+    return ci[1] >= lo and ci[0] <= hi
+
+
+SLOPE_MARGIN = 0.1  # "decays at least like the relay shape": offset / shape grows by at most t^0.1 on [T/16, T]
+
+
+def shape_test(saved: list[dict]) -> tuple[str, list | None, str, dict] | None:
+    """The relay-shape test over layers (saved ``bound.shape_check`` layers): (text, the worst layer's
+    interval, verdict, evidence); None if some layer could not be fitted or has no interval. Agree
+    when every layer's slope interval ends at or below ``SLOPE_MARGIN``; disagree when some layer's
+    interval, widened for the number of layers (``fit.bonferroni``), starts above it."""
+    entries = [shape_from_dict(e) for e in saved]
+    if not entries or not all(isinstance(e, ShapeCheck) and e.interval is not None for e in entries):
+        return None
+    worst = max(entries, key=lambda e: e.slope)
+    within = [e.layer for e in entries if e.interval[1] <= SLOPE_MARGIN]
+    beyond = [e.layer for e in entries if (wide := bonferroni(e.interval, e.dof, len(entries))) is not None
+              and wide[0] > SLOPE_MARGIN]
+    verdict = "agree" if len(within) == len(entries) else "disagree" if beyond else NOT_MEASURED
+    text = (f"slope of offset / relay shape on [T/16, T]: at most {worst.slope:.3f} (layer {worst.layer}); interval "
+            f"at or below {SLOPE_MARGIN} in {len(within)}/{len(entries)} layers, above it after a Bonferroni correction "
+            f"in {len(beyond)}")
+    return text, [round(v, 3) for v in worst.interval], verdict, dict(
+        slopes=[e.slope for e in entries], intervals=[e.to_dict()["interval"] for e in entries], layers_beyond=beyond)
+
+
+def value_text(value: float, ci) -> str:
+    """``value`` to three decimals, with its interval ``ci`` where there is one."""
+    return f"{value:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
+
+
+PLATEAU_SHARE = 0.02  # "trained": the last fifth of training lowered the held-out loss by less than 2 % of its drop
+MIN_SEEDS = 3  # a small trained model supports a claim only when this many seeds were trained and agree
+
+
+def short_of_trained(runs: list[dict]) -> str | None:
+    """Why small trained models cannot support a claim (too few seeds, a held-out loss still falling:
+    ``train.held_out_plateau``), or None when they can."""
+    reasons = [f"{len(runs)} seed(s) trained, {MIN_SEEDS} needed"] if len(runs) < MIN_SEEDS else []
+    shares = [r.get("plateau", {}).get("share") for r in runs]
+    if None in shares:
+        reasons.append("no held-out loss history was saved")
+    elif any(not share < PLATEAU_SHARE for share in shares):
+        reasons.append("the held-out loss was still falling: the last fifth of training lowered it by "
+                       + ", ".join(f"{share:.1%}" for share in shares) + f" of its whole drop (levelled off: below "
+                       f"{PLATEAU_SHARE:.0%})")
+    return "; ".join(reasons) or None
+
+
+def dilution_alpha(prompt_len: int, t_range: list) -> float:
+    """alpha of the pure dilution curve P / (P + t) fitted on the same window."""
+    t = np.arange(t_range[0], t_range[1] + 1, dtype=np.float64)
+    return fit_power_law(t, prompt_len / (prompt_len + t), t_min=t_range[0], n_boot=0).alpha
+
+
+RISE_MARGIN = 0.05  # a local exponent "rises" across the window by more than this, first to last quarter
+
+
+def rise(layers: list[dict]) -> Judgement:
+    """The relay model reproduces the network's rise of the local exponent (``fit.local_exponent_rise``,
+    first to last quarter of the log bins), layer by layer: agree when in every layer the network's
+    rise interval lies above 0 and the relay model rises by more than ``RISE_MARGIN``; disagree when in
+    some layer the two part ways beyond doubt (the network's interval, widened for the number of
+    layers, lies above 0 while the relay model does not rise, or below 0 while it does); otherwise
+    not measured."""
+    if not layers:
+        return unmeasured("needs depth >= 2")
+    rises = [fit_from_dict(row["rise"]) for row in layers]
+    relay = [row["relay_rise"] for row in layers]
+    wide = [bonferroni(r.ci, r.dof, len(rises), r.confidence) for r in rises]
+    both = [r.ci is not None and r.ci[0] > 0 and q > RISE_MARGIN for r, q in zip(rises, relay)]
+    apart = [w is not None and ((w[0] > 0 and q <= RISE_MARGIN) or (w[1] < 0 and q > RISE_MARGIN))
+             for w, q in zip(wide, relay)]
+    verdict = "agree" if all(both) else "disagree" if any(apart) else NOT_MEASURED
+    text = "local exponent, first to last quarter of t: " + "; ".join(
+        f"layer {row['layer']}: {r.first:.2f} -> {r.last:.2f}, rise {r.brief()} (relay {q:+.2f})"
+        for row, r, q in zip(layers, rises, relay))
+    return Judgement(text, None, verdict, dict(network_rise=[r.to_dict() for r in rises], relay_rise=relay,
+                                               layers=[row["layer"] for row in layers]))
+
+
+NEAR_ZERO = 0.1  # an alpha whose interval ends below this has stopped decaying
+
+
+def near_zero(fit: PowerLawFit | FitRefused) -> bool:
+    """alpha's interval contains 0 or ends below ``NEAR_ZERO``: the decay has stopped."""
+    ci = alpha_interval(fit)
+    return ci is not None and (ci[0] <= 0 <= ci[1] or ci[1] < NEAR_ZERO)
+
+
+# The texts the criteria of several claims quote.
+OWN = "the project's own finding (no paper value)"
+WINDOW_CRITERION = "alpha fitted on t in [32, T] (ended early where the float32 noise floor, measured against float64, is near)"
+RANGE_CRITERION = ("Agree if the 95 % t-interval of the last layer's alpha over pairs overlaps the paper's range, "
+                   "disagree if it lies entirely outside it; not measured if the last layer cannot be fitted")
+RISE_CRITERION = ("The rise: the mean local exponent over the last quarter of the log-t bins from t = 4 to T minus over "
+                  "the first quarter, with a 95 % t-interval over pairs; the relay model's on the same grid at the same P "
+                  f"and depth. Agree if in every layer the network's interval lies above 0 and the relay model rises by "
+                  f"more than {RISE_MARGIN}; disagree if in some layer they part ways beyond doubt (the network's "
+                  "interval, widened for the number of layers, above 0 while the relay model does not rise, or below 0 "
+                  "while it does); otherwise not measured.")
+TRAINED_CRITERION = ("A trained model counts only when its held-out loss levelled off (the last fifth of training lowered "
+                     f"it by less than {PLATEAU_SHARE:.0%} of its whole drop) and {MIN_SEEDS} seeds were trained and "
+                     "agree; otherwise not measured at this scale, with the numbers shown.")
