@@ -281,7 +281,7 @@ def _contrast_alibi(summary: Summary):
 def _contrast_bias(summary: Summary):
     names = [n for n in summary["variants"] if n.startswith("logit bias ")]
     if len(names) < 2:
-        return criteria.unmeasured(f"{len(names)} logit-bias strength(summary) ran; the criterion needs two or more")
+        return criteria.unmeasured(f"{len(names)} logit-bias strength(s) ran; the criterion needs two or more")
     gammas = [float(n.removeprefix("logit bias ")) for n in names]
     diffs = [_minus_baseline(summary, n)["init"] for n in names]
     if not criteria.all_with_interval(diffs):

@@ -108,6 +108,47 @@ LLAMA_KEYS: dict[str, tuple[tuple[str, Callable], ...]] = {
 }
 
 
+# Qwen3: Llama's names and an RMSNorm on every head's q and k.
+QWEN3_KEYS = {
+    **LLAMA_KEYS,
+    "layers.{i}.self_attn.q_norm.weight": (("blocks.{i}.attn.q_norm.scale", _same),),
+    "layers.{i}.self_attn.k_norm.weight": (("blocks.{i}.attn.k_norm.scale", _same),),
+}
+
+
+def _neox_part(j: int, n_heads: int) -> Callable:
+    """GPT-NeoX's fused ``query_key_value`` [3 D, ...] -> its j-th part (q, k, v) [D, ...], a flax kernel
+    (transposed) for the weight: the rows are laid out per head, (q, k, v) of head 0, then of head 1, ..."""
+
+    def part(x):
+        rows = x.reshape(n_heads, 3, -1, *x.shape[1:])[:, j].reshape(-1, *x.shape[1:])
+        return rows.T if rows.ndim == 2 else rows
+
+    return part
+
+
+def neox_keys(cfg: TransformerConfig) -> dict[str, tuple[tuple[str, Callable], ...]]:
+    """GPT-NeoX's (Pythia's) key table: its fused q, k, v split per head needs the config's head count."""
+    linear = lambda name, target: {  # noqa: E731
+        f"layers.{{i}}.{name}.weight": ((f"blocks.{{i}}.{target}.kernel", _transpose),),
+        f"layers.{{i}}.{name}.bias": ((f"blocks.{{i}}.{target}.bias", _same),)}
+    norm = lambda name, target: {  # noqa: E731
+        f"{name}.weight": ((f"{target}.scale", _same),), f"{name}.bias": ((f"{target}.bias", _same),)}
+    return {
+        "embed_in.weight": (("embed.embedding", _same),),
+        **norm("layers.{i}.input_layernorm", "blocks.{i}.attn_norm"),
+        **norm("layers.{i}.post_attention_layernorm", "blocks.{i}.mlp_norm"),
+        **{f"layers.{{i}}.attention.query_key_value.{kind}": tuple(
+            (f"blocks.{{i}}.attn.{n}.{target}", _neox_part(j, cfg.n_heads)) for j, n in enumerate("qkv"))
+           for kind, target in (("weight", "kernel"), ("bias", "bias"))},
+        **linear("attention.dense", "attn.o"),
+        **linear("mlp.dense_h_to_4h", "mlp.up"),
+        **linear("mlp.dense_4h_to_h", "mlp.down"),
+        **norm("final_layer_norm", "final_norm"),
+        "embed_out.weight": (("lm_head.kernel", _transpose),),
+    }
+
+
 def _expand(table: dict, n_layers: int) -> dict[str, tuple[tuple[str, Callable], ...]]:
     """A key table with ``{i}`` written out for layers 0 .. n_layers - 1."""
     out = {}
@@ -218,6 +259,8 @@ def _llama_limit(hf: dict) -> tuple[int, str]:
 def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
     d_model, n_heads = _get(hf, "hidden_size"), _get(hf, "num_attention_heads")
     head_dim = hf.get("head_dim") or d_model // n_heads
+    if head_dim == 0:
+        raise CheckpointError(f"{CONFIG_FILE}: hidden_size {d_model} is smaller than num_attention_heads {n_heads}")
     if hf["model_type"] == "qwen2":  # biases on q, k, v only
         bias, qkv_bias = False, True
     else:  # Llama's attention_bias covers q, k, v and o; mlp_bias the three MLP projections
@@ -225,7 +268,6 @@ def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
     activation = hf.get("hidden_act", "silu")
     _refuse(
         (activation != "silu", f"hidden_act={activation!r} (supported: 'silu')"),
-        (head_dim * n_heads != d_model, f"head_dim={head_dim} is not hidden_size / num_attention_heads"),
         (
             hf["model_type"] == "llama" and bool(hf.get("mlp_bias")) != bias,
             f"attention_bias={hf.get('attention_bias')} with mlp_bias={hf.get('mlp_bias')} (they must agree)",
@@ -241,6 +283,37 @@ def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
         position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
         tied_embeddings=hf.get("tie_word_embeddings", False), bias=bias, qkv_bias=qkv_bias, dtype=dtype,
         sliding_window=window if everywhere and window is not None and window < max_len else None,
+        head_width=None if head_dim * n_heads == d_model else head_dim, qk_norm=hf["model_type"] == "qwen3",
+    )
+
+
+NEOX_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                    "relu": "relu"}
+
+
+def _neox_limit(hf: dict) -> tuple[int, str]:
+    return _get(hf, "max_position_embeddings"), "its context (max_position_embeddings)"
+
+
+def _neox_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    """GPT-NeoX (Pythia): a parallel block (``use_parallel_residual``, or GPT-2's order), RoPE on the first
+    ``rotary_pct`` (``partial_rotary_factor``) of each head, LayerNorm with biases, an untied output."""
+    activation = hf.get("hidden_act", "gelu")
+    params = _rope_params(dict(hf, rope_theta=hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)),
+                               partial_rotary_factor=hf.get("partial_rotary_factor", hf.get("rotary_pct", 0.25))))
+    kind = params["rope_type"]
+    _refuse(
+        (activation not in NEOX_ACTIVATIONS, f"hidden_act={activation!r} (supported: {sorted(NEOX_ACTIVATIONS)})"),
+        (kind != "default", f"rope type {kind!r} (supported for gpt_neox: default)"),
+        (not hf.get("attention_bias", True), "attention_bias=false"),
+    )
+    return TransformerConfig(
+        vocab_size=_get(hf, "vocab_size"), d_model=_get(hf, "hidden_size"), n_heads=_get(hf, "num_attention_heads"),
+        n_layers=_get(hf, "num_hidden_layers"), d_mlp=_get(hf, "intermediate_size"), mlp=NEOX_ACTIVATIONS[activation],
+        norm="layernorm", norm_eps=hf.get("layer_norm_eps", 1e-5), position="rope", rope_theta=params["rope_theta"],
+        rotary_fraction=params["partial_rotary_factor"], max_len=max_len, bias=True,
+        tied_embeddings=hf.get("tie_word_embeddings", False), parallel_residual=hf.get("use_parallel_residual", True),
+        dtype=dtype,
     )
 
 
@@ -250,7 +323,7 @@ class Architecture:
 
     limit: hf config -> (longest sequence the model computes exactly, why).
     config: (hf config, dtype, max_len) -> TransformerConfig.
-    keys: the key table (checkpoint names without ``prefix``).
+    keys: the key table (checkpoint names without ``prefix``), or a function of the model's config to it.
     ignored: checkpoint names that are not weights: attention-mask buffers, cached rotary
       frequencies, and the output embedding of a tied model (a copy of the input embedding).
     prefix: what a ``*ForCausalLM`` puts before the base model's names (``lm_head`` has none).
@@ -258,7 +331,7 @@ class Architecture:
 
     limit: Callable[[dict], tuple[int, str]]
     config: Callable[[dict, str, int], TransformerConfig]
-    keys: dict
+    keys: dict | Callable[[TransformerConfig], dict]
     ignored: str
     prefix: str
 
@@ -270,7 +343,12 @@ LLAMA = Architecture(
     _llama_limit, _llama_config, LLAMA_KEYS,
     ignored=r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|lm_head\.weight", prefix="model.",
 )
-ARCHITECTURES = {"gpt2": GPT2, "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA}
+QWEN3 = dataclasses.replace(LLAMA, keys=QWEN3_KEYS)
+GPT_NEOX = Architecture(
+    _neox_limit, _neox_config, neox_keys,
+    ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)", prefix="gpt_neox.",
+)
+ARCHITECTURES = {"gpt2": GPT2, "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA, "qwen3": QWEN3, "gpt_neox": GPT_NEOX}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +549,8 @@ def _converted_shape(convert: Callable, shape: tuple[int, ...]) -> tuple[int, ..
 
 
 def _plan(
-    arch: Architecture, n_layers: int, headers: dict, shapes: dict[str, tuple], readable: tuple[str, ...] = SAFETENSORS_FLOATS
+    arch: Architecture, cfg: TransformerConfig, headers: dict, shapes: dict[str, tuple],
+    readable: tuple[str, ...] = SAFETENSORS_FLOATS,
 ) -> tuple[dict, list[str]]:
     """Match the checkpoint's tensors to the model's state.
 
@@ -486,11 +565,12 @@ def _plan(
     """
     # A table entry is expected when the model has all its targets: biases, lm_head, pos_embed exist
     # in the skeleton exactly when the config says so.
-    table = {k: v for k, v in _expand(arch.keys, n_layers).items() if all(p in shapes for p, _ in v)}
+    keys = arch.keys(cfg) if callable(arch.keys) else arch.keys
+    table = {k: v for k, v in _expand(keys, cfg.n_layers).items() if all(p in shapes for p, _ in v)}
     stripped = {name.removeprefix(arch.prefix): name for name in headers}
-    # Name missing tensors as this checkpoint would (``lm_head`` is never prefixed).
+    # Name missing tensors as this checkpoint would (the output projection is never prefixed).
     prefix = arch.prefix if any(n.startswith(arch.prefix) for n in headers) else ""
-    missing = [("" if k.startswith("lm_head.") else prefix) + k for k in table if k not in stripped]
+    missing = [("" if k.startswith(("lm_head.", "embed_out.")) else prefix) + k for k in table if k not in stripped]
     unexpected = [n for k, n in stripped.items() if k not in table and not re.fullmatch(arch.ignored, k)]
     covered = {p for targets in table.values() for p, _ in targets}
     missing += [f"(a tensor for the model's {p})" for p in shapes if p not in covered]
@@ -578,7 +658,7 @@ def build_model(
     graphdef, state = nnx.split(abstract)
     flat = nnx.to_flat_state(state)
     shapes = {_dotted(path): var.get_value().shape for path, var in flat}
-    plan, problems = _plan(arch, cfg.n_layers, headers, shapes, readable)
+    plan, problems = _plan(arch, cfg, headers, shapes, readable)
     if problems:
         summary = f"{cfg.n_layers} layers, d_model {cfg.d_model}, vocabulary {cfg.vocab_size}"
         raise CheckpointError(f"the weights in {where} do not fit its config ({summary}):\n  " + "\n  ".join(problems))

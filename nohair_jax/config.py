@@ -76,6 +76,8 @@ class TransformerConfig:
 
     GPT-2: ``mlp="gelu_tanh", norm="layernorm", position="learned", bias=True, tied_embeddings=True``.
     Llama: ``mlp="swiglu", norm="rmsnorm", position="rope", bias=False, n_kv_heads < n_heads``.
+    Qwen3: Llama's with ``qk_norm`` and its own ``head_width``. GPT-NeoX (Pythia): ``parallel_residual``,
+    ``rotary_fraction`` below 1, exact GELU, LayerNorm with biases, an untied output.
     The architecture contrasts (docs/contrasts.md): ``norm_placement="post"``, ``position="alibi"``
     (Press et al.'s linear recency bias ``-m_h (i - j)`` on the logits, slopes
     ``attention.alibi_slopes``), ``sliding_window``, ``qk_norm``, ``prompt_logit_bias``.
@@ -85,6 +87,7 @@ class TransformerConfig:
     d_model: int = 128
     n_heads: int = 4
     n_kv_heads: int | None = None  # None: as many as n_heads (no grouped-query attention)
+    head_width: int | None = None  # features per head; None: d_model // n_heads (Qwen3 sets its own)
     n_layers: int = 4
     d_mlp: int | None = None  # None: 4 * d_model
     mlp: str = "gelu"
@@ -94,6 +97,7 @@ class TransformerConfig:
     final_norm: bool = True
     position: str = "learned"
     rope_theta: float = 10000.0
+    rotary_fraction: float = 1.0  # RoPE turns the first rotary_fraction of each head's features (GPT-NeoX: 0.25)
     rope_scaling: RopeScaling | None = None  # None: plain RoPE
     max_len: int = 1024
     tied_embeddings: bool = True
@@ -108,11 +112,13 @@ class TransformerConfig:
     # Mistral's sliding window: a query at i reads the keys j with i - window < j <= i; None: all j <= i.
     sliding_window: int | None = None
     qk_norm: bool = False  # RMSNorm (eps norm_eps, a gain per feature) on every head's q and k, before RoPE
+    parallel_residual: bool = False  # GPT-NeoX: attention and MLP both read the block's input, x + attn + mlp
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_layers", "d_mlp", "max_len", "sliding_window"):
+        for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_width", "n_layers", "d_mlp", "max_len",
+                     "sliding_window"):
             value = getattr(self, name)
-            if value is None and name in ("n_kv_heads", "d_mlp", "sliding_window"):
+            if value is None and name in ("n_kv_heads", "head_width", "d_mlp", "sliding_window"):
                 continue
             object.__setattr__(self, name, check_int(f"TransformerConfig.{name}", value))
         for name in ("norm_eps", "rope_theta", "init_std"):
@@ -128,13 +134,18 @@ class TransformerConfig:
         ):
             if value not in allowed:
                 raise ValueError(f"TransformerConfig.{name}={value!r} is not one of {allowed}")
-        if self.d_model % self.n_heads:
+        if self.head_width is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if not (isinstance(self.rotary_fraction, (int, float)) and 0 < self.rotary_fraction <= 1):
+            raise ValueError(f"TransformerConfig.rotary_fraction must be in (0, 1], got {self.rotary_fraction!r}")
         if self.n_heads % self.kv_heads:
             raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.kv_heads}")
-        if self.position == "rope" and self.head_dim % 2:
-            raise ValueError(f"rope needs an even head dimension, got {self.head_dim}")
-        for name in ("qk_norm", "scaled_residual_init"):
+        if self.position == "rope" and self.rotary_dim % 2:
+            raise ValueError(f"rope needs an even head dimension, got {self.head_dim}" if self.rotary_fraction == 1
+                             else f"rope needs an even number of rotated features, got {self.rotary_dim}")
+        if self.parallel_residual and self.norm_placement != "pre":
+            raise ValueError("parallel_residual needs norm_placement='pre' (GPT-NeoX's parallel block)")
+        for name in ("qk_norm", "scaled_residual_init", "parallel_residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"TransformerConfig.{name} must be True or False, got {getattr(self, name)!r}")
         if isinstance(self.prompt_logit_bias, dict):  # from JSON
@@ -148,7 +159,12 @@ class TransformerConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_model // self.n_heads if self.head_width is None else self.head_width
+
+    @property
+    def rotary_dim(self) -> int:
+        """The features of each head RoPE turns: the first ``int(head_dim * rotary_fraction)``."""
+        return int(self.head_dim * self.rotary_fraction)
 
     @property
     def mlp_width(self) -> int:

@@ -71,6 +71,10 @@ CONFIG_SCHEMA: dict[str, Rule] = {
     "layer_types": _or_null(TEXTS),
     # numbers and switches
     "layer_norm_epsilon": POSITIVE_NUMBER,
+    "layer_norm_eps": POSITIVE_NUMBER,
+    "rotary_pct": FRACTION,
+    "rotary_emb_base": POSITIVE_NUMBER,
+    "use_parallel_residual": BOOL,
     "rms_norm_eps": POSITIVE_NUMBER,
     "rope_theta": POSITIVE_NUMBER,
     "partial_rotary_factor": FRACTION,

@@ -143,10 +143,12 @@ def rope_tables(
 
 
 def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """x [B, T, heads, head_dim] rotated by position; cos, sin [T, head_dim]."""
-    half = x.shape[-1] // 2
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return x * cos[:, None, :] + rotated * sin[:, None, :]
+    """x [B, T, heads, head_dim] rotated by position; cos, sin [T, R]: the first R features of each head
+    turn (R = head_dim but for GPT-NeoX's partial rotary), the rest pass unchanged."""
+    r = cos.shape[-1]
+    turned, kept = x[..., :r], x[..., r:]
+    rotated = jnp.concatenate([-turned[..., r // 2:], turned[..., : r // 2]], axis=-1)
+    return jnp.concatenate([turned * cos[:, None, :] + rotated * sin[:, None, :], kept], axis=-1)
 
 
 def sinusoidal_positions(length: int, d_model: int, dtype) -> jax.Array:
@@ -256,10 +258,11 @@ class MLP(nnx.Module):
 
 
 class Block(nnx.Module):
-    """Attention then MLP, each with a residual connection; norms before (pre-LN) or after (post-LN)."""
+    """Attention then MLP, each with a residual connection; norms before (pre-LN) or after (post-LN).
+    GPT-NeoX's parallel block (``parallel_residual``): the MLP reads the block's input, not x + attn."""
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
-        self.pre_norm = cfg.norm_placement == "pre"
+        self.pre_norm, self.parallel = cfg.norm_placement == "pre", cfg.parallel_residual
         self.attn_norm, self.attn = Norm(cfg), Attention(cfg, rngs=rngs)
         self.mlp_norm, self.mlp = Norm(cfg), MLP(cfg, rngs=rngs)
 
@@ -274,10 +277,9 @@ class Block(nnx.Module):
             y, attn_scale = self.attn_norm(x)
             kv = None if kv_stream is None else self.attn_norm(kv_stream)[0]
             a, stats = self.attn(y, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv)
-            x = x + a
-            y, mlp_scale = self.mlp_norm(x)
+            y, mlp_scale = self.mlp_norm(x if self.parallel else x + a)
             m = self.mlp(y)
-            x = x + m
+            x = x + a + m
         else:
             a, stats = self.attn(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv_stream)
             x, attn_scale = self.attn_norm(x + a)
@@ -330,7 +332,7 @@ class Transformer(nnx.Module):
         elif cfg.position == "sinusoidal":
             x = x + sinusoidal_positions(length, cfg.d_model, x.dtype)[None]
         elif cfg.position == "rope":
-            rope = rope_tables(length, cfg.head_dim, cfg.rope_theta, x.dtype, cfg.rope_scaling)
+            rope = rope_tables(length, cfg.rotary_dim, cfg.rope_theta, x.dtype, cfg.rope_scaling)
         return x, rope
 
     def __call__(

@@ -233,8 +233,12 @@ def _run_config(model_config: TransformerConfig, train_config: TrainConfig, corp
 
 
 def _check_same_run(saved: dict, current: dict, out_dir: Path) -> None:
-    """A resumed run must be the run that wrote the checkpoints, or it would silently mix two."""
+    """A resumed run must be the run that wrote the checkpoints, or it would silently mix two. Model
+    settings added since the run was written take their defaults (which keep earlier models as they were)."""
     saved = {part: saved.get(part) for part in current}
+    if isinstance(saved["model"], dict):
+        defaults = {f.name: f.default for f in dataclasses.fields(TransformerConfig)}
+        saved["model"] = {**{k: v for k, v in defaults.items() if k not in saved["model"]}, **saved["model"]}
     if saved != current:
         differ = [
             f"{part}.{key}" for part in current for key in current[part]

@@ -125,15 +125,18 @@ def ref_sinusoidal(length, d_model):
     return table
 
 
-def ref_rope(x, theta):
-    """x [T, hd] at positions 0..T-1, Llama / Hugging Face half-split convention."""
+def ref_rope(x, theta, fraction=1.0):
+    """x [T, hd] at positions 0..T-1, Llama / Hugging Face half-split convention, on the first
+    int(hd * fraction) features (GPT-NeoX's partial rotary); the others pass unchanged."""
     length, hd = x.shape
-    half = hd // 2
-    inv_freq = np.array([theta ** (-2.0 * i / hd) for i in range(half)])
+    r = int(hd * fraction)
+    half = r // 2
+    inv_freq = np.array([theta ** (-2.0 * i / r) for i in range(half)])
     angles = np.arange(length, dtype=np.float64)[:, None] * inv_freq[None, :]
     angles = np.concatenate([angles, angles], axis=-1)  # [f, f]
-    rotate_half = np.concatenate([-x[:, half:], x[:, :half]], axis=-1)  # [-x2, x1]
-    return x * np.cos(angles) + rotate_half * np.sin(angles)
+    turned = x[:, :r]
+    rotate_half = np.concatenate([-turned[:, half:], turned[:, :half]], axis=-1)  # [-x2, x1]
+    return np.concatenate([turned * np.cos(angles) + rotate_half * np.sin(angles), x[:, r:]], axis=-1)
 
 
 def ref_alibi_slopes(n):
@@ -155,7 +158,7 @@ def ref_rms(x, gain, eps):
 def ref_attention(cfg, p, name, x, prompt_len):
     """x [B, T, D] -> (out [B, T, D], max |logit| [B], prompt attention [B, H, T] or None)."""
     batch, length, _ = x.shape
-    n_heads, hd = cfg.n_heads, cfg.d_model // cfg.n_heads
+    n_heads, hd = cfg.n_heads, cfg.head_width or cfg.d_model // cfg.n_heads
     kv_heads = n_heads if cfg.n_kv_heads is None else cfg.n_kv_heads
     group = n_heads // kv_heads
     q = ref_linear(p, f"{name}.q", x).reshape(batch, length, n_heads, hd)
@@ -176,7 +179,8 @@ def ref_attention(cfg, p, name, x, prompt_len):
                 qh = ref_rms(qh, p(f"{name}.q_norm.scale"), cfg.norm_eps)
                 kh = ref_rms(kh, p(f"{name}.k_norm.scale"), cfg.norm_eps)
             if cfg.position == "rope":
-                qh, kh = ref_rope(qh, cfg.rope_theta), ref_rope(kh, cfg.rope_theta)
+                qh, kh = (ref_rope(qh, cfg.rope_theta, cfg.rotary_fraction),
+                          ref_rope(kh, cfg.rope_theta, cfg.rotary_fraction))
             scores = qh @ kh.T / math.sqrt(hd)
             max_abs[b] = max(max_abs[b], np.abs(scores[causal]).max())
             bias = cfg.prompt_logit_bias
@@ -232,10 +236,15 @@ def ref_forward(cfg, p, tokens, prompt_len=None):
         if cfg.norm_placement == "pre":
             y, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x)
             a, m, pa = ref_attention(cfg, p, f"{name}.attn", y, prompt_len)
-            x = x + a
-            y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
-            u = ref_mlp(cfg, p, f"{name}.mlp", y)
-            x = x + u
+            if cfg.parallel_residual:  # GPT-NeoX: both sublayers read the block's input
+                y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
+                u = ref_mlp(cfg, p, f"{name}.mlp", y)
+                x = x + a + u
+            else:
+                x = x + a
+                y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
+                u = ref_mlp(cfg, p, f"{name}.mlp", y)
+                x = x + u
         else:
             a, m, pa = ref_attention(cfg, p, f"{name}.attn", x, prompt_len)
             x, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x + a)

@@ -35,6 +35,8 @@ LLAMA_SIZES = dict(vocab_size=101, hidden_size=24, intermediate_size=40, num_hid
 # the wavelengths are 6, 30, 140 and 661, so all three branches act.
 LLAMA3_ROPE = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                    original_max_position_embeddings=64)
+NEOX_SIZES = dict(vocab_size=101, hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=3,
+                  max_position_embeddings=64)
 GPT2_SIZES = dict(vocab_size=300, n_embd=24, n_layer=3, n_head=3, n_positions=64, bos_token_id=0, eos_token_id=0)
 
 # name -> (model class, config): 3 layers, 3 heads of dimension 8, odd vocabularies. (transformers'
@@ -53,6 +55,13 @@ MODELS = {
     # A window of 16 under the 40-token test sequences: transformers' own sliding-window mask.
     "mistral_window": ("MistralForCausalLM", transformers.MistralConfig(**LLAMA_SIZES, num_key_value_heads=1,
                                                                         sliding_window=16)),
+    # Qwen3: heads of 10 features (not hidden_size / heads = 8) and an RMSNorm on every head's q and k.
+    "qwen3": ("Qwen3ForCausalLM", transformers.Qwen3Config(**LLAMA_SIZES, num_key_value_heads=1, head_dim=10,
+                                                           tie_word_embeddings=True)),
+    # Pythia: the parallel block, RoPE on half of each head's 8 features, LayerNorm biases, an untied output.
+    "pythia": ("GPTNeoXForCausalLM", transformers.GPTNeoXConfig(**NEOX_SIZES, rotary_pct=0.5)),
+    "neox_sequential": ("GPTNeoXForCausalLM", transformers.GPTNeoXConfig(**NEOX_SIZES, rotary_pct=1.0,
+                                                                         use_parallel_residual=False)),
 }
 
 
@@ -83,7 +92,8 @@ def saved(tmp_path_factory):
 
 
 def _last_block(model):
-    return model.transformer.h[-1] if hasattr(model, "transformer") else model.model.layers[-1]
+    return getattr(model, "transformer", None) and model.transformer.h[-1] or (
+        model.gpt_neox.layers[-1] if hasattr(model, "gpt_neox") else model.model.layers[-1])
 
 
 def _reference(model, tokens: np.ndarray):
@@ -254,9 +264,10 @@ def test_missing_folder_config_or_weights(tmp_path):
 
 
 def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"]}))
     message = _error(tmp_path)
-    assert "'gpt_neox' (GPTNeoXForCausalLM) is not supported" in message and "gpt2, llama, mistral, qwen2" in message
+    assert "'gemma2' (Gemma2ForCausalLM) is not supported" in message
+    assert "gpt2, gpt_neox, llama, mistral, qwen2, qwen3" in message
 
 
 def test_unsupported_settings_are_named(saved, tmp_path):
@@ -397,3 +408,17 @@ def test_cli_bound_on_a_checkpoint(saved, tmp_path, capsys):
                  "--pairs", "2", "--n-boot", "20", "--out", str(out)]) == 0
     assert json.loads((out / "bound.json").read_text())["model"]["mlp"] == "swiglu"
     assert "3 layers, d_model 24, rope positions" in capsys.readouterr().out
+
+
+def test_the_bound_names_what_its_derivation_does_not_cover_in_each_family(saved):
+    """Pythia's parallel block and Qwen3's QK-norm: the conditions are measured, the explicit constants
+    are not derived (named), and neither breaks a condition of the theorem; Llama's are derived."""
+    from nohair_jax.bound import measure_conditions
+
+    tokens = np.random.default_rng(0).integers(0, 101, (1, 24))
+    for name, named in (("pythia", "parallel residual"), ("qwen3", "QK-norm"), ("llama_gqa", None)):
+        model, _ = nh.load_checkpoint(saved(name)[1])
+        cond = measure_conditions(model, tokens[:, :4], tokens[:, 4:8], tokens[:, 8:])
+        reasons = cond.not_derived()
+        assert (reasons == []) if named is None else any(r.startswith(named) for r in reasons), (name, reasons)
+        assert not [f for f in cond.failures() if named and f.startswith(named)], cond.failures()

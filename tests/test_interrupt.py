@@ -212,7 +212,7 @@ def test_a_signal_at_any_moment_ends_in_one_line_and_leaves_no_folder(tmp_path, 
     argv = ["offsets", "--depth", "1", "--d-model", "16", "--heads", "2", "--prompt-len", "2", "--length", "64",
             "--pairs", "2", "--n-boot", "10", "--fit-t-min", "8"]
     stopped = 0
-    for k, delay in enumerate((0.1, 0.2, 0.4, 0.8, 1.5, 2.5)):
+    for k, delay in enumerate((0.1, 0.3, 0.8, 2.0)):
         out = tmp_path / f"run{k}"
         proc = subprocess.Popen([str(program), *argv, "--out", str(out)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
@@ -230,4 +230,4 @@ def test_a_signal_at_any_moment_ends_in_one_line_and_leaves_no_folder(tmp_path, 
                         f"nohair offsets: {word}; run the same command again to resume"), (delay, err[-2000:])
         assert not out.exists(), (delay, sorted(p.name for p in out.iterdir()))
         stopped += 1
-    assert stopped >= 3  # most moments land before the results: the property was tested
+    assert stopped >= 2  # most moments land before the results: the property was tested

@@ -38,6 +38,9 @@ FAMILIES = {
                                                                  original_max_position_embeddings=64)).to_dict(),
     "mistral": transformers.MistralConfig(**SIZES, sliding_window=16).to_dict(),
     "qwen2": transformers.Qwen2Config(**SIZES).to_dict(),
+    "qwen3": transformers.Qwen3Config(**SIZES, head_dim=10).to_dict(),
+    "gpt_neox": transformers.GPTNeoXConfig(vocab_size=101, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                           num_attention_heads=3, rotary_pct=0.5).to_dict(),
 }
 VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([2**31, 2**63, 10**30, 7, 25, 64]),

@@ -142,6 +142,15 @@ CASES = {
         ),
         2, 11, 3,
     ),
+    # GPT-NeoX's parallel block with RoPE on a quarter of heads of 8 features in a 12-wide model (Qwen3's
+    # head_width: not d_model / n_heads).
+    "parallel_partial_rope_head_width": (
+        TransformerConfig(
+            vocab_size=13, d_model=12, n_heads=3, head_width=8, n_layers=2, d_mlp=20, mlp="gelu", norm="layernorm",
+            position="rope", rotary_fraction=0.25, parallel_residual=True, bias=True, tied_embeddings=False,
+        ),
+        2, 9, 3,
+    ),
     "qk_norm_rope_gqa": (
         TransformerConfig(
             vocab_size=11, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=24, mlp="swiglu",
@@ -450,6 +459,10 @@ def _cfg(**kw):
         (dict(d_model=20, n_heads=4, position="rope"), r"\b5\b"),  # head dim 5
         (dict(n_layers=0), r"n_layers.*\b0\b"),
         (dict(vocab_size=-2), r"-2"),
+        (dict(rotary_fraction=0.0), r"rotary_fraction.*\b0\.0\b"),
+        (dict(d_model=16, n_heads=4, position="rope", rotary_fraction=0.75), r"rotated features, got 3"),
+        (dict(parallel_residual=True, norm_placement="post"), r"parallel_residual needs norm_placement='pre'"),
+        (dict(head_width=0), r"head_width.*\b0\b"),
     ],
 )
 def test_config_validation_names_bad_value(kwargs, match):

@@ -160,6 +160,27 @@ def test_resume_refuses_a_different_configuration(corpus, straight):
         tr.train(MODEL, dataclasses.replace(TRAIN, lr=1e-3), corpus, straight.out_dir, progress=False)
 
 
+def test_a_run_written_before_later_model_settings_existed_still_resumes(corpus, straight, tmp_path):
+    """A config.json without the model settings added since (head_width, rotary_fraction, parallel_residual
+    here) is the same run: their defaults keep the model it trained."""
+    import json
+    import shutil
+
+    shutil.copytree(straight.out_dir, tmp_path / "run")
+    path = tmp_path / "run" / "config.json"
+    saved = json.loads(path.read_text())
+    for key in ("head_width", "rotary_fraction", "parallel_residual"):
+        del saved["model"][key]
+    path.write_text(json.dumps(saved))
+    resumed = tr.train(MODEL, TRAIN, corpus, tmp_path / "run", progress=False)
+    for a, b in zip(params_of(resumed.model), params_of(straight.model), strict=True):
+        assert np.array_equal(a, b)
+    saved["model"]["d_mlp"] = 7  # a setting that differs is still refused
+    path.write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="model.d_mlp"):
+        tr.train(MODEL, TRAIN, corpus, tmp_path / "run", progress=False)
+
+
 def test_bad_inputs_are_refused(corpus, tmp_path):
     with pytest.raises(ValueError, match="outside the run's steps"):
         tr.train(MODEL, TRAIN, corpus, tmp_path, callbacks={21: lambda m, s: None}, progress=False)

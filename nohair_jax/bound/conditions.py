@@ -52,6 +52,7 @@ class BoundConditions:
     prompt_offsets: [L+1] ``D_l``, max over prompt positions and pairs of ``||h_l(a)[j] - h_l(b)[j]||``.
     alibi, sliding_window, qk_norm: the architecture contrasts (docs/contrasts.md) the model has;
                     ``sliding_window`` only where it is shorter than the pairs' sequences.
+    parallel_residual: GPT-NeoX's parallel block, which the derivation does not cover.
     """
 
     prompt_len: int
@@ -72,6 +73,7 @@ class BoundConditions:
     alibi: bool = False
     sliding_window: int | None = None
     qk_norm: bool = False
+    parallel_residual: bool = False
 
     @property
     def n_layers(self) -> int:
@@ -102,6 +104,10 @@ class BoundConditions:
         if self.qk_norm:
             reasons.append(("QK-norm: the logits are bounded by construction, but the explicit constants are "
                             "derived for logits linear in the normalised input (w_q, w_k), not normalised again", False))
+        if self.parallel_residual:
+            reasons.append(("parallel residual (GPT-NeoX): the bound is derived for blocks x' = x + Attn(N(x)), "
+                            "x' + MLP(N(x')) in sequence; in x + Attn(N(x)) + MLP(N(x)) the MLP reads the block's "
+                            "input, and the constants are not derived for it", False))
         return reasons
 
     def not_derived(self) -> list[str]:
@@ -210,6 +216,7 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
         alibi=cfg.position == "alibi",
         sliding_window=cfg.sliding_window if (cfg.sliding_window or math.inf) < prompt_len + c.shape[1] else None,
         qk_norm=cfg.qk_norm,
+        parallel_residual=cfg.parallel_residual,
     )
 
 
