@@ -217,6 +217,8 @@ def check_pairs(cfg, prompts_a, prompts_b, continuations) -> tuple[np.ndarray, n
         raise ValueError(f"prompts must have shape [n_pairs, P] with P >= 1, got {a.shape} and {b.shape}")
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"prompts_a has {a.shape[0]} pairs but prompts_b has {b.shape[0]}")
+    if a.shape[0] == 0:
+        raise ValueError(f"no prompt pairs: prompts of shape {a.shape}; give at least one pair")
     if a.shape[1] != b.shape[1] and cfg.position in ("learned", "sinusoidal"):
         raise ValueError(
             f"prompts of unequal length (P_a={a.shape[1]}, P_b={b.shape[1]}) would shift the continuation's "

@@ -1,7 +1,7 @@
 """Checkpoint metadata of every type and value, thrown at the loaders (``nohair_jax.metadata``).
 
 Property: whatever a ``config.json`` (of every family the loaders accept) or a GGUF file's metadata
-holds, reading it gives a config or one ``CheckpointError`` in one line, and a value that breaks
+(SmolLM2's, as ``llama`` and as ``qwen2``) holds, reading it gives a config or one ``CheckpointError`` in one line, and a value that breaks
 its key's rule is named by the key; nothing else escapes (no ``TypeError``, ``KeyError`` or
 ``ZeroDivisionError`` from the arithmetic after it). Files that are not what they claim (a config
 that is not UTF-8, a shard index that is not JSON or has no ``weight_map``) end the command line in
@@ -149,12 +149,15 @@ def _gguf_rules() -> dict:
 def test_every_gguf_key_gives_a_config_or_one_line(smollm_metadata, data):
     from nohair_jax.gguf_checkpoint import hf_config
 
-    fields, tensors = dict(smollm_metadata.fields), smollm_metadata.tensors
+    arch = data.draw(st.sampled_from(["llama", "qwen2"]))  # the GGUF architectures the loader accepts
+    fields = {(f"{arch}." + k.removeprefix("llama.") if k.startswith("llama.") else k): v
+              for k, v in smollm_metadata.fields.items()}
+    fields["general.architecture"], tensors = arch, smollm_metadata.tensors
     rules = _gguf_rules()
     changes = data.draw(st.lists(st.tuples(st.sampled_from(sorted(rules) + ["general.architecture"]), VALUES),
                                  min_size=1, max_size=3))
     for key, value in changes:
-        fields[key if key.startswith("general.") else f"llama.{key}"] = value
+        fields[key if key.startswith("general.") else f"{arch}.{key}"] = value
     reader = types.SimpleNamespace(fields=fields, tensors=tensors, path="model.gguf")
     try:
         checked_config(hf_config(reader, "model.gguf"), "model.gguf", None, None)
@@ -162,7 +165,7 @@ def test_every_gguf_key_gives_a_config_or_one_line(smollm_metadata, data):
         message = _one_line(err)
         key, value = changes[0]
         if len(changes) == 1 and key in rules and not rules[key].ok(value):
-            assert f"llama.{key} is" in message and "expected" in message, message
+            assert f"{arch}.{key} is" in message and "expected" in message, message
 
 
 # ------------------------------------------------------------------------------ files, through the CLI

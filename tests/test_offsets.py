@@ -203,6 +203,9 @@ def test_unequal_prompts_only_without_absolute_positions(make_tiny, tiny_config)
         (lambda a, b, c: (a, b, c[:1]), r"continuations must have shape \[T\] or \[n_pairs=2, T\]"),
         (lambda a, b, c: (a, b, np.zeros((2, 60), np.int32)), r"P \+ T = 65 exceeds the learned position table"),
         (lambda a, b, c: (a[0], b[0], c), r"prompts must have shape \[n_pairs, P\]"),
+        (lambda a, b, c: (a[:0], b[:0], c[:0]), r"no prompt pairs: prompts of shape \(0, 5\)"),
+        (lambda a, b, c: (a[:, :0], b[:, :0], c), r"with P >= 1"),
+        (lambda a, b, c: (a, b, c[:, :0]), r"with T >= 1"),
     ],
 )
 def test_bad_input_is_named(change, match, tiny_config):
