@@ -110,10 +110,35 @@ def test_the_message_names_the_file_the_key_the_value_and_what_was_expected(key,
     assert str(caught.value) == f"folder/config.json: {key} is {value!r}, expected {expected}"
 
 
+class _Recording(dict):
+    """A config that records every top-level key read from it."""
+
+    def __init__(self, data, read: set):
+        super().__init__(data)
+        self.read = read
+
+    def get(self, key, *default):
+        self.read.add(key)
+        return super().get(key, *default)
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+
 def test_the_schema_holds_every_key_the_loaders_read_and_lets_the_families_through():
+    """Every top-level key the loaders read of each family's config.json has a rule in the schema (a key
+    read without one would reach the arithmetic unchecked), and every family's own config passes."""
+    read: set = set()
     for family, hf in FAMILIES.items():
         assert check_config(copy.deepcopy(hf), family) == hf
-        checked_config(copy.deepcopy(hf), family, None, None)
+        checked_config(_Recording(copy.deepcopy(hf), read), family, None, None)
+    assert {"model_type", "vocab_size", "num_hidden_layers", "n_layer", "rotary_pct"} <= read
+    assert read <= set(CONFIG_SCHEMA), sorted(read - set(CONFIG_SCHEMA))
 
 
 # ---------------------------------------------------------------------------------- GGUF metadata
