@@ -88,7 +88,7 @@ from nohair_jax.offsets import log_positions
 
 CHECKPOINT = "smollm2-135m"
 PROMPT_LEN = 16
-# SmolLM2-135M-Instruct's Hugging Face config, as gguf_checkpoint.hf_config reads it from the packaged
+# SmolLM2-135M-Instruct's Hugging Face config, as checkpoints.gguf_file.hf_config reads it from the packaged
 # file (tests/test_benchmarks.py holds the two equal): the architecture of ``--weights random``.
 SMOLLM2_135M = dict(
     model_type="llama", architectures=["LlamaForCausalLM"], num_hidden_layers=30, hidden_size=576,

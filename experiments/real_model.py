@@ -46,7 +46,7 @@ from nohair_jax.claims import CHECK, Claim, Judgement, Record
 from nohair_jax.bound import BoundNotApplicable, NotApplicable, constants_from_saved, explicit_bounds, measure_conditions, shape_check
 from nohair_jax.checkpoints import PACKAGED_MODELS, packaged_model_path
 from nohair_jax.tokenization import tokenize
-from nohair_jax.gguf_checkpoint import describe
+from nohair_jax.checkpoints.gguf_file import describe
 from nohair_jax.language import perplexity
 from nohair_jax.figures import drawn_layers, kl_panel
 from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict

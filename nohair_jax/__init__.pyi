@@ -33,8 +33,8 @@ from nohair_jax.fit import (
 from nohair_jax.jacobian import LinearResponse as LinearResponse, linear_response as linear_response
 from nohair_jax.measurement import Measurement as Measurement, Pooled as Pooled, measure as measure, pool as pool
 from nohair_jax.model import (
-    Diagnostics as Diagnostics, ForwardOutput as ForwardOutput, Transformer as Transformer,
-    untrained_model as untrained_model,
+    Diagnostics as Diagnostics, ForwardOutput as ForwardOutput, Probe as Probe, Sublayers as Sublayers,
+    Transformer as Transformer, untrained_model as untrained_model,
 )
 from nohair_jax.offsets import (
     Offsets as Offsets, measure_noise_floor as measure_noise_floor, pair_offsets as pair_offsets,
@@ -50,6 +50,10 @@ from nohair_jax.sweep import SweepGrid as SweepGrid, draw_sweep as draw_sweep, r
 from nohair_jax.system_prompts import measure_system_prompts as measure_system_prompts
 from nohair_jax.tokenization import (
     text_continuations as text_continuations, tokenize as tokenize, tokenized_prompt_pairs as tokenized_prompt_pairs,
+)
+from nohair_jax.training_steps import (
+    StepResult as StepResult, TrainingCheckpoint as TrainingCheckpoint, TrainingSteps as TrainingSteps,
+    measure_training_steps as measure_training_steps, plan_training_steps as plan_training_steps,
 )
 from nohair_jax.train import (
     TrainConfig as TrainConfig, TrainResult as TrainResult, alpha_history as alpha_history,

@@ -24,10 +24,11 @@ step's (sequence, key/value head) tiles are separate operations (``lanes``).
 Grouped-query attention (``k``, ``v`` with fewer heads than ``q``) never repeats keys or values:
 the query heads that share a key/value head are folded into the rows of one matrix product.
 
-What positions add to the logits ``q.k / sqrt(hd)`` beyond the causal mask is one ``LogitTerms``
-(built from a config by ``logit_terms``), applied the same way on both paths by ``added_logits``:
-the dilution-cancelling prompt bias (docs/definitions.md#logit-bias), ALiBi's ``-m_h (i - j)``
-and a sliding window's mask. Positions ``i`` (query) and ``j`` (key) are 0-based here.
+What shapes the logits ``q.k / sqrt(hd)`` beyond the causal mask is one ``LogitTerms`` (built from
+a config by ``logit_terms``), applied the same way on both paths: Gemma 2's soft cap first
+(``soft_cap``), then what positions add (``added_logits``): the dilution-cancelling prompt bias
+(docs/definitions.md#logit-bias), ALiBi's ``-m_h (i - j)`` and a sliding window's mask.
+Positions ``i`` (query) and ``j`` (key) are 0-based here.
 """
 
 from __future__ import annotations
@@ -84,29 +85,37 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
 
 
 class LogitTerms(NamedTuple):
-    """What positions add to every head's logits beyond the causal mask; nothing when all are None.
+    """What shapes every head's logits beyond the causal mask; nothing when all are None.
 
     prompt_bias: the dilution-cancelling bias (``prompt_bias``).
     alibi: ALiBi's slope per query head [H] (``alibi_slopes``): ``-m_h (i - j)`` on key j of query i.
-    window: a query at i reads only the keys ``i - window < j <= i`` (Mistral's sliding window).
+    window: a query at i reads only the keys ``i - window < j <= i`` (Mistral's sliding window); an int,
+            or a traced one where it differs per layer (``TransformerConfig.window_layers``).
+    softcap: logits become ``c tanh(logit / c)`` before anything is added (Gemma 2's soft-capping).
     """
 
     prompt_bias: PromptLogitBias | None = None
     alibi: tuple[float, ...] | None = None
-    window: int | None = None
+    window: int | jax.Array | None = None
+    softcap: float | None = None
 
 
 def logit_terms(cfg: TransformerConfig) -> LogitTerms:
-    """The ``LogitTerms`` of a model's config."""
+    """The ``LogitTerms`` of a model's config (the window as a static int, for every layer)."""
     alibi = tuple(alibi_slopes(cfg.n_heads).tolist()) if cfg.position == "alibi" else None
-    return LogitTerms(cfg.prompt_logit_bias, alibi, cfg.sliding_window)
+    return LogitTerms(cfg.prompt_logit_bias, alibi, cfg.sliding_window, cfg.attn_softcap)
+
+
+def soft_cap(logits: jax.Array, cap: float | None) -> jax.Array:
+    """``cap * tanh(logits / cap)`` (|result| < cap), or the logits where cap is None."""
+    return logits if cap is None else cap * jnp.tanh(logits / cap)
 
 
 def added_logits(terms: LogitTerms | None, q_pos: jax.Array, k_pos: jax.Array, slopes: jax.Array | None, dtype):
     """The additive logits of ``terms`` for rows at 0-based positions q_pos int [R] and keys k_pos int [K]:
     [..., R, K] (-inf outside the window), or None when there are none. ``slopes`` [..., R] are the
     ALiBi slopes of each row's head (None without ALiBi)."""
-    if terms is None or terms == LogitTerms():
+    if terms is None or (terms.prompt_bias is None and terms.alibi is None and terms.window is None):
         return None
     work = position_dtype(dtype)
     distance = q_pos[:, None] - k_pos[None, :]  # i - j
@@ -134,8 +143,9 @@ def plain_attention(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """q [B, T, H, hd], k, v [B, T, Hkv, hd] -> (out [B, T, H, hd], logits [B, H, T, T], weights [B, H, T, T]).
 
-    ``logits`` are q.k / sqrt(hd) before ``terms`` and the causal mask (what max |logit| reads);
-    ``weights`` are the causal softmax of the logits with ``terms`` added.
+    ``logits`` are q.k / sqrt(hd), soft-capped where ``terms`` cap, before what positions add and the
+    causal mask (what max |logit| reads); ``weights`` are the causal softmax of the logits with
+    ``terms``' additions.
     """
     t, h, hd = q.shape[1:]
     # Repeated keys and values are T * H * hd numbers beside the T^2 * H weights, and XLA's CPU
@@ -143,6 +153,8 @@ def plain_attention(
     group = h // k.shape[2]
     k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(hd, q.dtype))
+    if terms is not None:
+        logits = soft_cap(logits, terms.softcap)
     pos = jnp.arange(t)
     slopes = None if terms is None or terms.alibi is None else jnp.asarray(terms.alibi)[:, None]  # [H, 1]
     added = added_logits(terms, pos, pos, slopes, logits.dtype)
@@ -222,6 +234,8 @@ def blockwise_attention(
         unnormalised output [tiles, rows, hd]."""
         top, l_sum, acc = state
         logits = jnp.einsum("hqd,hkd->hqk", q_tile, k_tile)
+        if terms is not None:
+            logits = soft_cap(logits, terms.softcap)
         added = added_logits(terms, q_pos, k_pos, slope, logits.dtype)
         if added is not None:  # a window's -inf never empties a row: its diagonal tile came first
             logits = logits + added

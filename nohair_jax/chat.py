@@ -74,7 +74,7 @@ def chat_template(source: str | Path) -> ChatTemplate | None:
 
     path = resolve_checkpoint(source)
     if path.is_file():
-        from nohair_jax.gguf_checkpoint import metadata, open_gguf
+        from nohair_jax.checkpoints.gguf_file import metadata, open_gguf
 
         reader = open_gguf(path)
         template = metadata(reader, "tokenizer.chat_template", None)

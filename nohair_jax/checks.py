@@ -19,3 +19,28 @@ def check_int(name: str, value, low: int = 1) -> int:
     if not (is_int(value) and value >= low):
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
     return int(value)
+
+
+def real_array(name: str, value):
+    """``value`` as a numpy array of real numbers (integer or floating dtype kept; numbers held as
+    Python objects become float64): TypeError naming ``name`` for booleans, complex numbers, text
+    and other objects, ValueError for a ragged nested sequence. Shapes are the caller's to check."""
+    import numpy as np  # here, not at the top: the CLI imports this module before --help
+
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # numpy refuses ragged nested sequences
+        raise ValueError(f"{name} must be a rectangular array of real numbers, got a ragged {type(value).__name__}") from None
+    if arr.dtype.kind == "O":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must hold real numbers, got {type(value).__name__} {_brief(value)}") from None
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    return arr
+
+
+def _brief(value) -> str:
+    """A one-line, short rendering of a bad value for an error message."""
+    return " ".join(repr(value).split())[:60]

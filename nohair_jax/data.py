@@ -63,7 +63,12 @@ def encode(text: str) -> np.ndarray:
 
 def decode(tokens) -> str:
     """``tokens``, byte ids (int [n]), back to text; invalid UTF-8 (a cut through a character) becomes U+FFFD."""
-    arr = np.asarray(tokens)
+    try:
+        arr = np.asarray(tokens)
+    except ValueError:  # numpy refuses ragged nested sequences
+        raise ValueError(f"tokens must be integer byte values [n], got a ragged {type(tokens).__name__}") from None
+    if arr.ndim != 1:
+        raise ValueError(f"tokens must be integer byte values of shape [n], got shape {arr.shape}")
     if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() >= VOCAB_SIZE):
         raise ValueError(f"tokens must be integer byte values in [0, {VOCAB_SIZE}), got dtype {arr.dtype}")
     return arr.astype(np.uint8).tobytes().decode("utf-8", errors="replace")

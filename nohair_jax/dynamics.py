@@ -31,17 +31,20 @@ so can every measure, ``n_clusters`` included.
 
 Measures (``diameter``, ``mean_cosine``, ``n_clusters``, ``distance_to``) take one
 configuration ``[n, d]`` or any batch of them, in particular a trajectory
-``[steps + 1, n, d]``, and return one value per configuration.
+``[steps + 1, n, d]``, and return one value per configuration. Shapes and dtypes are checked where
+the arrays enter (ValueError/TypeError naming the argument); values are not (the functions are
+traced under ``jit``): a NaN in gives NaN out.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-import chex
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from nohair_jax.checks import real_array
 
 Control = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -57,6 +60,41 @@ __all__ = [
     "n_clusters",
     "distance_to",
 ]
+
+
+class ShapeError(ValueError, AssertionError):
+    """Arrays whose shapes do not fit together, named in one line: a ValueError, and an AssertionError
+    too, as the ``chex`` shape assertions it replaced raised (callers catching that still do)."""
+
+
+def _real(name: str, x) -> jax.Array:
+    """``x`` as a jax array of real numbers: a jax array (traced or not) of integer or floating dtype
+    passes as it is, anything else goes through ``checks.real_array`` (TypeError/ValueError naming it)."""
+    if isinstance(x, jax.Array):
+        if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)):
+            raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
+        return x
+    return jnp.asarray(real_array(name, x))
+
+
+def _tokens(name: str, x, min_tokens: int = 1) -> jax.Array:
+    """Configurations ``[..., n, d]`` with ``n >= min_tokens`` and ``d >= 1`` (shapes are static: jittable)."""
+    x = _real(name, x)
+    if x.ndim < 2 or x.shape[-2] < min_tokens or x.shape[-1] < 1:
+        raise ValueError(f"{name} must have shape [..., n, d] with n >= {min_tokens} and d >= 1, got shape {x.shape}")
+    return x
+
+
+def _weights(names: tuple[str, ...], values, d: int | None = None) -> list[jax.Array]:
+    """Attention weights ``[d, d]`` or ``[heads, d, d]`` (heads >= 1), all of one shape, d as given."""
+    arrays = [_real(name, value) for name, value in zip(names, values)]
+    for name, w in zip(names, arrays):
+        if w.ndim not in (2, 3) or w.shape[-1] != w.shape[-2] or 0 in w.shape or (d is not None and w.shape[-1] != d):
+            want = "d >= 1" if d is None else f"d = {d} (as x)"
+            raise ShapeError(f"{name} must have shape [d, d] or [heads, d, d] with {want}, got shape {w.shape}")
+        if w.shape != arrays[0].shape:
+            raise ShapeError(f"{names[0]} and {name} must have one shape, got {arrays[0].shape} and {w.shape}")
+    return arrays
 
 
 def tangent_project(x: jax.Array, v: jax.Array) -> jax.Array:
@@ -85,9 +123,10 @@ def attention_drift(
     ``[heads, d, d]`` the mean over heads of each head's drift. Projected onto the tangent
     space at each ``x_i`` when ``sphere=True``.
     """
-    chex.assert_rank(x, 2)
-    chex.assert_equal_shape([Q, K, V])
-    chex.assert_axis_dimension(Q, -1, x.shape[-1])
+    x = _tokens("x", x)
+    if x.ndim != 2:
+        raise ShapeError(f"x must have shape [n, d], got shape {x.shape}")
+    Q, K, V = _weights(("Q", "K", "V"), (Q, K, V), x.shape[-1])
     if Q.ndim == 3:
         drift = jnp.mean(jax.vmap(_head_drift, in_axes=(None, 0, 0, 0))(x, Q, K, V), axis=0)
     else:
@@ -102,6 +141,7 @@ def drift_bound(V: jax.Array) -> jax.Array:
     heads of ``||V_h||_2``. Because the softmax weights are non-negative and sum to one,
     ``|A_i| <= b max_j |x_j|`` (``= b`` on the sphere); the projection only shrinks it.
     """
+    (V,) = _weights(("V",), (V,))
     norms = jnp.linalg.norm(V, ord=2, axis=(-2, -1))
     return jnp.mean(norms) if V.ndim == 3 else norms
 
@@ -235,7 +275,7 @@ def _pairwise_distances(x: jax.Array) -> jax.Array:
 
 def diameter(x: jax.Array) -> jax.Array:
     """``max_{i,j} ||x_i - x_j||``: ``x`` ``[..., n, d]`` -> ``[...]``."""
-    return jnp.max(_pairwise_distances(jnp.asarray(x)), axis=(-2, -1))
+    return jnp.max(_pairwise_distances(_tokens("x", x)), axis=(-2, -1))
 
 
 def mean_cosine(x: jax.Array) -> jax.Array:
@@ -243,7 +283,7 @@ def mean_cosine(x: jax.Array) -> jax.Array:
 
     Needs ``n >= 2``; 1 at consensus.
     """
-    x = jnp.asarray(x)
+    x = _tokens("x", x, min_tokens=2)
     n = x.shape[-2]
     u = x / jnp.linalg.norm(x, axis=-1, keepdims=True)
     gram = jnp.einsum("...id,...jd->...ij", u, u)
@@ -260,7 +300,7 @@ def n_clusters(x, tol: float) -> jax.Array:
     length up to ``2^k >= n - 1``), and a component of size ``m`` contributes ``m`` rows of
     row-sum ``m``, so the count is ``sum_i 1 / rowsum_i``.
     """
-    x = jnp.asarray(x)
+    x = _tokens("x", x)
     n = x.shape[-2]
     linked = (_pairwise_distances(x) <= tol).astype(jnp.float32)  # reflexive: d(x_i, x_i) = 0
     for _ in range((n - 1).bit_length()):  # after k squarings: every path of length <= 2^k
@@ -273,5 +313,7 @@ def distance_to(x: jax.Array, targets: jax.Array) -> jax.Array:
 
     Returns ``[...]`` (one value per configuration, e.g. ``[steps + 1]`` on a trajectory).
     """
-    x = jnp.asarray(x)
-    return jnp.max(jnp.linalg.norm(x - jnp.asarray(targets), axis=-1), axis=-1)
+    x, targets = _tokens("x", x), _real("targets", targets)
+    if targets.shape not in (x.shape[-2:], x.shape[-1:]):
+        raise ValueError(f"targets must have shape [n, d] = {x.shape[-2:]} or [d] = {x.shape[-1:]} (as x), got shape {targets.shape}")
+    return jnp.max(jnp.linalg.norm(x - targets, axis=-1), axis=-1)

@@ -48,6 +48,8 @@ import dataclasses
 
 import numpy as np
 
+from nohair_jax.checks import real_array
+
 __all__ = [
     "FitRefused",
     "NoiseFloorError",
@@ -194,8 +196,16 @@ def fit_layers(t, l2, floor=None, **fit_kwargs) -> list[PowerLawFit | FitRefused
     """``fit_or_refuse`` of every layer 1..L of ``l2 [n_pairs, L+1, T]`` (layer 0, the embedding, is
     not fitted); ``floor [L+1, T]`` or None; ``fit_kwargs`` go to every fit (``groups`` for a
     hierarchical interval, say), so that one layer refused does not fail the whole model."""
+    t, l2 = _check_t(t), _real("l2", l2)
+    if l2.ndim != 3 or l2.shape[0] == 0:
+        raise ValueError(f"l2 must have shape [n_pairs, L+1, T] with n_pairs >= 1, got shape {l2.shape}")
+    _check_last_axis(t, l2, "l2")
+    if floor is not None:
+        floor = _real("floor", floor)
+        if floor.shape != l2.shape[1:]:
+            raise ValueError(f"floor must have shape [L+1, T] = {l2.shape[1:]} (as l2), got shape {floor.shape}")
     return [fit_or_refuse(t, l2[:, layer], floor=None if floor is None else floor[layer], **fit_kwargs)
-            for layer in range(1, np.shape(l2)[1])]
+            for layer in range(1, l2.shape[1])]
 
 
 def alphas(fits: list[PowerLawFit | FitRefused]) -> list[float | None]:
@@ -225,9 +235,11 @@ def summary_curve(d, summary: str = "mean") -> np.ndarray:
     ``summary`` is "mean", "geomean" (``exp(mean log d)``) or "median", taken over pairs.
     """
     _check_summary(summary)
-    d = np.asarray(d, dtype=np.float64)
+    d = _real("d", d)
     if d.ndim == 0:
         raise ValueError(f"d must have at least one axis (positions t), got shape {d.shape}")
+    if d.ndim >= 2 and d.shape[-2] == 0:
+        raise ValueError(f"d holds no pairs to combine: shape {d.shape}")
     if d.ndim == 1:
         return d.copy()
     if summary == "mean":
@@ -288,6 +300,10 @@ def fit_power_law(
     t, d = _check_curves(t, d)
     _check_summary(summary)
     _check_confidence(confidence)
+    if groups is not None:
+        groups = _check_groups("groups", groups, d.shape[0] if d.ndim == 2 else 1, "d")
+    if floor is not None:  # its type now, its shape and values where the floor is read
+        floor = _real("floor", floor)
     if n_boot < 0:
         raise ValueError(f"n_boot must be >= 0, got n_boot = {n_boot!r}")
     if min_bins < 2:
@@ -303,7 +319,7 @@ def fit_power_law(
         window &= t < floor_t
         if not window.any():
             raise NoiseFloorError(
-                f"the summary curve is already below floor_factor * floor at t = {_py(floor_t)}, "
+                f"the summary curve of d is already below floor_factor * floor at t = {_py(floor_t)}, "
                 f"the start of the window [{_py(t_min)}, {_py(t_max)}]: no window is left above "
                 f"the noise floor; refusing to fit"
             )
@@ -317,7 +333,7 @@ def fit_power_law(
         where = f"t in [{_py(t_used[0])}, {_py(t_used[-1])}] holds {n_bins} non-empty bins"
         if truncated:
             raise NoiseFloorError(
-                f"the noise floor is reached at t = {_py(floor_t)} (summary below floor_factor = "
+                f"the noise floor is reached at t = {_py(floor_t)} (summary curve of d below floor_factor = "
                 f"{floor_factor!r} times the floor); the window left, {where}, fewer than "
                 f"min_bins = {min_bins}; refusing to fit below the floor"
             )
@@ -360,17 +376,27 @@ def bootstrap_indices(n_pairs: int, n_boot: int, seed: int, groups=None) -> np.n
     rng = np.random.default_rng(seed)
     if groups is None:
         return rng.integers(0, n_pairs, size=(n_boot, n_pairs))
-    groups = np.asarray(groups)
-    if groups.shape != (n_pairs,):
-        raise ValueError(f"groups must hold one label per pair, shape ({n_pairs},), got {groups.shape}")
-    members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    size = members[0].size
-    if any(m.size != size for m in members):
-        raise ValueError(f"every group must hold as many pairs, got sizes {[m.size for m in members]}")
-    members = np.stack(members)  # [G, size]
+    groups = _check_groups("groups", groups, n_pairs)
+    members = np.stack([np.flatnonzero(groups == g) for g in np.unique(groups)])  # [G, size]
+    size = members.shape[1]
     chosen = rng.integers(0, len(members), size=(n_boot, len(members)))  # [n_boot, G]
     within = rng.integers(0, size, size=(n_boot, len(members), size))  # [n_boot, G, size]
     return members[chosen[..., None], within].reshape(n_boot, n_pairs)
+
+
+def _check_groups(name: str, groups, n_pairs: int, of: str = "n_pairs") -> np.ndarray:
+    """``groups`` as an integer array ``[n_pairs]`` (a label per pair of ``of``), or ValueError/TypeError naming it."""
+    groups = real_array(name, groups)
+    if groups.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integer labels (one per pair), got dtype {groups.dtype}")
+    if groups.shape != (n_pairs,):
+        raise ValueError(f"{name} must hold one label per pair ({of}: {n_pairs}), shape ({n_pairs},), got {groups.shape}")
+    sizes = np.unique(groups, return_counts=True)[1]
+    if sizes.size == 0:
+        raise ValueError(f"{name} is empty: there are no pairs to resample")
+    if (sizes != sizes[0]).any():  # the hierarchical bootstrap draws as many pairs from every group
+        raise ValueError(f"every group in {name} must hold as many pairs, got sizes {sizes.tolist()}")
+    return groups
 
 
 def _bootstrap_alphas(d_used, log_t_bin, starts, summary, resamples) -> np.ndarray:
@@ -475,25 +501,41 @@ def alpha_difference(
     are each side's ``floor`` and ``groups`` of ``fit_power_law``; the other arguments as there.
     """
     _check_confidence(confidence)
-    common = dict(t_min=t_min, t_max=t_max, bins_per_decade=bins_per_decade, summary=summary, n_boot=0)
-    fit_a = fit_power_law(t, d_a, floor=floor_a, **common)
-    fit_b = fit_power_law(t, d_b, floor=floor_b, **common)
     t = _check_t(t)
+    common = dict(t_min=t_min, t_max=t_max, bins_per_decade=bins_per_decade, summary=summary, n_boot=0)
+    sides, checked = [], []
+    for side, d, floor, groups in (("a", d_a, floor_a, groups_a), ("b", d_b, floor_b, groups_b)):  # both, before any fit
+        _, d = _check_curves(t, d, f"d_{side}")
+        if groups is not None:
+            groups = _check_groups(f"groups_{side}", groups, d.shape[0] if d.ndim == 2 else 1, f"d_{side}")
+        if floor is not None:
+            floor = _real(f"floor_{side}", floor)
+        checked.append((side, d, floor, groups))
+    for side, d, floor, groups in checked:
+        if d.ndim != 2 or d.shape[0] < 2:
+            raise _BadValuesError(f"d_{side} must hold at least two curves [n_pairs >= 2, T], got shape {d.shape}")
+    for side, d, floor, groups in checked:
+        try:
+            fit = fit_power_law(t, d, floor=floor, **common)
+        except _BadWindowError:
+            raise
+        except (ValueError, TypeError) as err:  # the curves' values or the floor: say which side's
+            raise type(err)(f"side {side} (d_{side}, floor_{side}): {err}") from None
+        sides.append((d, groups, fit))
+    (d_a, groups_a, fit_a), (d_b, groups_b, fit_b) = sides
     t_end = min(fit_a.t_range[1], fit_b.t_range[1])
     window = (t >= t_min) & (t <= t_end)
     _, starts = _log_bins(t[window], t_min, t_end, bins_per_decade)
     log_t_bin = _bin_mean(np.log(t[window]), starts)
     fitted, boots = [], []
     for k, (d, groups) in enumerate(((d_a, groups_a), (d_b, groups_b))):
-        d = np.asarray(d, dtype=np.float64)[..., window]
-        if d.ndim != 2 or d.shape[0] < 2:
-            raise _BadValuesError(f"alpha_difference needs at least two curves [n_pairs >= 2, T] on each side, got {d.shape}")
+        d = d[..., window]
         slope, _, _ = _ols_loglog(log_t_bin, _bin_mean(np.log(summary_curve(d, summary)), starts))
         fitted.append(float(-slope))
         boots.append(_bootstrap_alphas(d, log_t_bin, starts, summary, bootstrap_indices(d.shape[0], n_boot, seed + k, groups)))
     ci = dof = None
     if n_boot > 0:
-        units = [_units(np.asarray(d).shape[0], g) for d, g in ((d_a, groups_a), (d_b, groups_b))]
+        units = [_units(d.shape[0], g) for d, g in ((d_a, groups_a), (d_b, groups_b))]
         se = [float(_standard_error(b, n)) for b, n in zip(boots, units)]
         dof = _welch_dof(se, [n - 1 for n in units])
         ci = t_interval(fitted[0] - fitted[1], float(np.hypot(*se)), dof, confidence)
@@ -568,12 +610,18 @@ def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summar
     t, d = _check_curves(t, d)
     _check_summary(summary)
     _check_confidence(confidence)
+    if groups is not None:
+        groups = _check_groups("groups", groups, d.shape[0] if d.ndim == 2 else 1, "d")
+    shapes = {name: _check_reference(name, shape, t) for name, shape in (shapes or {}).items()}
     t_max = t[-1] if t_max is None else t_max
     _check_window(t, t_min, t_max)
     if t_min < 2:
         raise ValueError(f"t_min must be >= 2 for the log-power law (log t > 0), got t_min = {t_min!r}")
     window = (t >= t_min) & (t <= t_max)
     _check_values(t, d, window, lambda x: np.isfinite(x) & (x > 0), "non-positive or non-finite")
+    for name, shape in shapes.items():
+        _check_values(t, shape, window, lambda x: np.isfinite(x) & (x > 0), "non-positive or non-finite",
+                      f"shapes[{name!r}]")
     t_used = t[window]
     _, starts = _log_bins(t_used, t_min, t_used[-1], bins_per_decade)
     if len(starts) < 6:
@@ -607,8 +655,7 @@ def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summar
         ci, holdout_ci = (_largest_abs_interval(r[part], se[part], units - 1, confidence) for part in parts)
     cv_error = None
     if d.ndim == 2 and d.shape[0] >= 4:
-        binned = {name: _bin_mean(np.log(np.asarray(shape, dtype=np.float64)[window]), starts)
-                  for name, shape in (shapes or {}).items()}
+        binned = {name: _bin_mean(np.log(shape[window]), starts) for name, shape in shapes.items()}
         halves = [_bin_mean(np.log(summary_curve(d_used[k::2], summary)), starts) for k in (0, 1)]
         errors = [{law: float(np.sqrt(np.mean((pred - held) ** 2))) for law, pred in _decay_law_fits(x, fitted, binned).items()}
                   for fitted, held in ((halves[0], halves[1]), (halves[1], halves[0]))]
@@ -689,7 +736,9 @@ def local_exponent(t, d, *, bins_per_decade=8, summary="mean", t_min=1, t_max=No
 def quarter_rise(exponents) -> float:
     """The mean of the last quarter of ``exponents``, local-exponent curves ``[..., n]``, minus the mean of their first
     quarter (``max(1, n // 4)`` points each): how much the exponent rises across the window."""
-    exponents = np.asarray(exponents, dtype=np.float64)
+    exponents = _real("exponents", exponents)
+    if exponents.ndim == 0 or exponents.shape[-1] == 0:
+        raise ValueError(f"exponents must have shape [..., n] with n >= 1, got shape {exponents.shape}")
     k = max(1, exponents.shape[-1] // 4)
     return exponents[..., -k:].mean(-1) - exponents[..., :k].mean(-1)
 
@@ -725,6 +774,8 @@ def local_exponent_rise(t, d, *, t_min=1, t_max=None, bins_per_decade=8, n_boot=
     with a t-interval over pairs (``groups``: seeds, then pairs, as ``fit_power_law``)."""
     t, d = _check_curves(t, d)
     _check_confidence(confidence)
+    if groups is not None:
+        groups = _check_groups("groups", groups, d.shape[0] if d.ndim == 2 else 1, "d")
     t_max = t[-1] if t_max is None else t_max
     t_grid, exponents = local_exponent(t, d, bins_per_decade=bins_per_decade, t_min=t_min, t_max=t_max)
     rise, first = float(quarter_rise(exponents)), float(exponents[: max(1, exponents.size // 4)].mean())
@@ -750,6 +801,10 @@ def alpha_vs_window(t, d, t_mins, t_maxs, **fit_kwargs) -> np.ndarray:
     or cut short by the noise floor; other errors (bad ``d``, bad arguments) still raise.
     ``fit_kwargs`` go to ``fit_power_law``; the bootstrap is off (``n_boot = 0``) for speed.
     """
+    t_mins, t_maxs = (_real(name, v) for name, v in (("t_mins", t_mins), ("t_maxs", t_maxs)))
+    for name, v in (("t_mins", t_mins), ("t_maxs", t_maxs)):
+        if v.ndim != 1:
+            raise ValueError(f"{name} must be a list of window edges [k], got shape {v.shape}")
     fit_kwargs = {**fit_kwargs, "n_boot": 0}
     table = np.full((len(t_mins), len(t_maxs)), np.nan)
     for i, lo in enumerate(t_mins):
@@ -825,9 +880,9 @@ def kl_half_life(kl, *, t=None, threshold=0.01, bins_per_decade=8, n_boot=1000, 
     intervals (level ``confidence``) are percentiles of ``n_boot`` resamples of the pairs
     (``numpy.random.default_rng(seed)``). Returns a ``HalfLife``.
     """
-    kl = np.asarray(kl, dtype=np.float64)
-    if kl.ndim != 2 or kl.shape[1] < 2:
-        raise ValueError(f"kl must have shape [n_pairs, T] with T >= 2, got {kl.shape}")
+    kl = _real("kl", kl)
+    if kl.ndim != 2 or kl.shape[0] < 1 or kl.shape[1] < 2:
+        raise ValueError(f"kl must have shape [n_pairs, T] with n_pairs >= 1 and T >= 2, got {kl.shape}")
     t = np.arange(1, kl.shape[1] + 1) if t is None else _check_t(t)
     _check_last_axis(t, kl, "kl")
     if not np.isfinite(kl).all():
@@ -865,11 +920,10 @@ def noise_floor_curve(d_low, d_ref, *, bins_per_decade=8) -> np.ndarray:
     log-spaced bin of ``t`` (edges ``10**(k / bins_per_decade)``), broadcast back to every ``t``
     of the bin. Units of ``d``.
     """
-    d_low = np.asarray(d_low, dtype=np.float64)
-    d_ref = np.asarray(d_ref, dtype=np.float64)
-    if d_low.shape != d_ref.shape or d_low.ndim not in (1, 2):
+    d_low, d_ref = _real("d_low", d_low), _real("d_ref", d_ref)
+    if d_low.shape != d_ref.shape or d_low.ndim not in (1, 2) or 0 in d_low.shape:
         raise ValueError(
-            f"d_low and d_ref must share a shape [n_pairs, T] or [T], got {d_low.shape} and {d_ref.shape}"
+            f"d_low and d_ref must share a shape [n_pairs, T] or [T] with n_pairs, T >= 1, got {d_low.shape} and {d_ref.shape}"
         )
     err = np.abs(d_low - d_ref)
     if not np.isfinite(err).all():
@@ -923,7 +977,7 @@ def _floor_crossing(t, d, t_min, summary, floor, floor_factor):
     """First ``t >= t_min`` where the summary curve is below ``floor_factor * floor``, or None."""
     if not floor_factor > 0:
         raise ValueError(f"floor_factor must be > 0, got floor_factor = {floor_factor!r}")
-    floor = np.asarray(floor, dtype=np.float64)
+    floor = _real("floor", floor)
     if floor.ndim > 1 or floor.size not in (1, t.size):
         raise ValueError(f"floor must be a scalar or have shape [T] = ({t.size},), got shape {floor.shape}")
     floor = np.broadcast_to(floor.reshape(-1), t.shape)
@@ -936,9 +990,14 @@ def _floor_crossing(t, d, t_min, summary, floor, floor_factor):
     return t[after][np.argmax(below)] if below.any() else None
 
 
+def _real(name, x):
+    """``x`` as a float64 array, or TypeError/ValueError naming ``name`` (``checks.real_array``)."""
+    return real_array(name, x).astype(np.float64, copy=False)
+
+
 def _check_t(t):
     """``t`` as float64 ``[T]``, positive and strictly increasing."""
-    t = np.asarray(t, dtype=np.float64)
+    t = _real("t", t)
     if t.ndim != 1 or t.size == 0:
         raise ValueError(f"t must have shape [T] with T >= 1, got shape {t.shape}")
     if not np.isfinite(t).all() or (t <= 0).any():
@@ -950,14 +1009,23 @@ def _check_t(t):
     return t
 
 
-def _check_curves(t, d):
-    """``t`` as float64 ``[T]`` and ``d`` as float64 ``[n_pairs, T]`` or ``[T]``."""
+def _check_curves(t, d, name="d"):
+    """``t`` as float64 ``[T]`` and ``d`` (called ``name``) as float64 ``[n_pairs, T]`` (n_pairs >= 1) or ``[T]``."""
     t = _check_t(t)
-    d = np.asarray(d, dtype=np.float64)
-    if d.ndim not in (1, 2):
-        raise ValueError(f"d must have shape [n_pairs, T] or [T], got shape {d.shape}")
-    _check_last_axis(t, d, "d")
+    d = _real(name, d)
+    if d.ndim not in (1, 2) or (d.ndim == 2 and d.shape[0] == 0):
+        raise ValueError(f"{name} must have shape [n_pairs, T] with n_pairs >= 1, or [T], got shape {d.shape}")
+    _check_last_axis(t, d, name)
     return t, d
+
+
+def _check_reference(name, shape, t):
+    """A reference curve of ``power_law_tolerance``'s ``shapes``: float64 ``[T]`` (its values are
+    checked in the window, where their log is taken)."""
+    shape = _real(f"shapes[{name!r}]", shape)
+    if shape.shape != t.shape:
+        raise ValueError(f"shapes[{name!r}] must have shape [T] = {t.shape}, got shape {shape.shape}")
+    return shape
 
 
 def _check_last_axis(t, arr, name):
@@ -979,7 +1047,8 @@ def _check_summary(summary):
 
 def _check_window(t, t_min, t_max):
     if not t_min < t_max:
-        raise _BadWindowError(f"need t_min < t_max, got t_min = {_py(t_min)} and t_max = {_py(t_max)}")
+        raise _BadWindowError(f"need t_min < t_max, got t_min = {_py(t_min)} and t_max = {_py(t_max)} "
+                              f"(t covers [{_py(t[0])}, {_py(t[-1])}])")
     if t_min < t[0] or t_max > t[-1]:
         raise _BadWindowError(
             f"window [t_min, t_max] = [{_py(t_min)}, {_py(t_max)}] lies outside the data, "
@@ -987,11 +1056,11 @@ def _check_window(t, t_min, t_max):
         )
 
 
-def _check_values(t, d, window, ok, what):
+def _check_values(t, d, window, ok, what, name="d"):
     """Raise naming the first position in the window where ``ok(d)`` fails for some pair."""
     bad = window & ~ok(d).reshape(-1, t.size).all(axis=0)
     if bad.any():
-        raise _BadValuesError(f"d is {what} inside the fit window at t = {_py(t[np.argmax(bad)])}")
+        raise _BadValuesError(f"{name} is {what} inside the fit window at t = {_py(t[np.argmax(bad)])}")
 
 
 def _py(x):

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nohair_jax.checks import check_int
-from nohair_jax.model import Transformer
+from nohair_jax.model import Probe, Transformer
 from nohair_jax.offsets import check_finite_result, check_pairs, continuation_positions, map_pairs
 
 
@@ -44,6 +44,21 @@ class LinearResponse:
     def t(self) -> np.ndarray:
         """Continuation positions 1..T."""
         return continuation_positions(self.along_pair.shape[-1])
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShiftedEmbedding(Probe):
+    """h_0 + shift [B, S, D], the input the states are differentiated by; keeps each layer's last
+    ``length`` positions."""
+
+    shift: jax.Array | None = None
+    length: int = 0
+
+    def embedding(self, x0):
+        return x0 + self.shift
+
+    def read(self, x):
+        return x[:, -self.length:]
 
 
 def pair_response(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array,
@@ -65,7 +80,7 @@ def pair_response(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array
     last = jnp.asarray([prompt_len + length - 1])  # the logits are not read: project one position only
 
     def continuation_states(shift):
-        return model(tokens, embedding_shift=shift, logits_at=last, read_hidden=lambda x: x[:, -length:]).hidden
+        return model(tokens, probe=_ShiftedEmbedding(logits_at=last, shift=shift, length=length)).hidden
 
     zero = jnp.zeros(tangents.shape[1:], tangents.dtype)
     d_hidden = jax.vmap(lambda v: jax.jvp(continuation_states, (zero,), (v,))[1])(tangents)  # [1 + K, L+1, n, T, D]
@@ -90,7 +105,7 @@ def linear_response(model: Transformer, prompts_a, prompts_b, continuations, *, 
     """
     a, b, c = check_pairs(model.config, prompts_a, prompts_b, continuations)
     if a.shape[1] != b.shape[1]:
-        raise ValueError(f"the linear response needs prompts of one length, got P_a={a.shape[1]} and P_b={b.shape[1]}")
+        raise ValueError(f"the linear response needs prompts_a and prompts_b of one length, got P_a={a.shape[1]} and P_b={b.shape[1]}")
     n_random = check_int("n_random", n_random)
     along, frobenius = map_pairs(pair_response, model, a, b, c, float64=float64, progress=progress,
                                  n_random=n_random, seed=int(seed))

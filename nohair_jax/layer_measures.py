@@ -18,7 +18,7 @@ from flax import nnx
 from jax import lax
 
 from nohair_jax.dynamics import diameter, mean_cosine, n_clusters
-from nohair_jax.model import Attention, Transformer
+from nohair_jax.model import Attention, Sublayers, Transformer
 
 
 
@@ -26,15 +26,15 @@ def sublayer_outputs(model: Transformer, tokens: jax.Array) -> tuple[jax.Array, 
     """A pre-LN model's residual stream split by sublayer: tokens int ``[B, T]`` ->
     ``hidden`` ``[L+1, B, T, D]`` (``ForwardOutput.hidden``), ``attn`` and ``mlp`` ``[L, B, T, D]``
     with ``hidden[l + 1] = hidden[l] + attn[l] + mlp[l]`` (up to rounding): the model's own forward
-    pass (``sublayers=True``).
+    pass (``model.Sublayers``).
 
     In the particle picture ``attn[l]`` is the interaction and ``mlp[l]`` the token-wise control
     of one Euler step of size 1.
     """
     if model.config.norm_placement != "pre":
         raise ValueError(f"sublayer outputs are defined here for pre-LN models, got {model.config.norm_placement}-LN")
-    out = model(tokens, sublayers=True)
-    return (out.hidden, *out.sublayers)
+    out = model(tokens, probe=Sublayers())
+    return (out.hidden, *out.blocks)
 
 
 def attention_bound(attn: Attention, y: jax.Array) -> jax.Array:

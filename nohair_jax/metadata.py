@@ -1,7 +1,7 @@
 """One schema for checkpoint metadata: every key the loaders read, its type and its range.
 
 A Hugging Face ``config.json`` (and its nested ``rope_scaling`` / ``rope_parameters``) and a GGUF
-file's metadata, turned into the same keys (``gguf_checkpoint.hf_config``; its tokenizer arrays
+file's metadata, turned into the same keys (``checkpoints.gguf_file.hf_config``; its tokenizer arrays
 by ``TOKENIZER_SCHEMA``), are held to
 ``CONFIG_SCHEMA`` by ``check_config`` before any arithmetic reads them, so that a value of the wrong
 type or range ends in one ``CheckpointError`` naming the file, the key, the value and what was
@@ -47,7 +47,7 @@ def _or_null(rule: Rule) -> Rule:
     return Rule(f"{rule.expected} or null", lambda v: v is None or rule.ok(v))
 
 
-# Every key of config.json the loaders read (GPT-2's names and Llama's), and how RoPE is given.
+# Every key of config.json the loaders read (every family's names), and how RoPE is given.
 CONFIG_SCHEMA: dict[str, Rule] = {
     "model_type": TEXT,
     "architectures": _or_null(TEXTS),
@@ -82,6 +82,12 @@ CONFIG_SCHEMA: dict[str, Rule] = {
     "rope_parameters": _or_null(MAPPING),
     "activation_function": TEXT,
     "hidden_act": TEXT,
+    "hidden_activation": _or_null(TEXT),
+    "query_pre_attn_scalar": POSITIVE_NUMBER,
+    "attn_logit_softcapping": _or_null(POSITIVE_NUMBER),
+    "final_logit_softcapping": _or_null(POSITIVE_NUMBER),
+    "rope_local_base_freq": POSITIVE_NUMBER,
+    "use_bidirectional_attention": _or_null(BOOL),
     "tie_word_embeddings": BOOL,
     "attention_bias": BOOL,
     "mlp_bias": BOOL,
@@ -137,4 +143,7 @@ def check_config(hf: Any, where: str, names: dict[str, str] | None = None) -> di
     for key in ("rope_scaling", "rope_parameters"):
         if isinstance(hf.get(key), dict):
             check_values(hf[key], ROPE_SCHEMA, where, prefix=f"{names.get(key, key)}.")
+            for kind, params in hf[key].items():  # Gemma 3: one mapping per layer type
+                if isinstance(params, dict):
+                    check_values(params, ROPE_SCHEMA, where, prefix=f"{names.get(key, key)}.{kind}.")
     return hf

@@ -4,29 +4,35 @@ One file, top to bottom: norm, embedding, RoPE, attention, MLP, block, transform
 ``TransformerConfig``, is ``nohair_jax.config``). The forward pass returns the residual stream
 ``h_0 .. h_L`` next to the logits and, on request, the quantities the no-hair bound is stated in
 (docs/definitions.md#bound): the scale of every norm's input, the
-largest attention logit per layer and the attention the prompt receives.
+largest attention logit per layer and the attention the prompt receives. Whatever else an
+analysis reads, or feeds in, goes through one argument, a ``Probe`` (hooks on h_0, on each block's
+keys and values, on what is kept of each layer): analyses add probes, not options.
 Nothing is stored on the modules: intermediates are return values, so a call is a pure
 function of (parameters, tokens) and jits as one program.
 
 Parameter layout (what checkpoint import and independent re-implementations rely on):
 ``embed.embedding [V, D]``, ``pos_embed.embedding [max_len, D]`` (learned positions only),
-``blocks[l].{attn_norm, mlp_norm}.{scale, bias}``, ``blocks[l].attn.{q, k, v, o}.{kernel, bias}``
-with kernels stored (in, out), ``blocks[l].attn.{q_norm, k_norm}.scale [head_dim]`` (QK-norm only),
-``blocks[l].mlp.{up, gate, down}.{kernel, bias}`` (``gate`` for
-swiglu only), ``final_norm.{scale, bias}``, ``lm_head.kernel [D, V]`` (untied only).
+``blocks[l].{attn_norm, mlp_norm}.{scale, bias}`` (the sublayers' input norms; none with "output"
+placement), ``blocks[l].{attn_out_norm, mlp_out_norm}.scale`` (their output norms: "output" and
+"sandwich" placements), ``blocks[l].attn.{q, k, v, o}.{kernel, bias}`` with kernels stored (in, out),
+``blocks[l].attn.{q_norm, k_norm}.scale`` (QK-norm only: [head_dim], or the projection's width with
+``qk_norm_scope="projection"``), ``blocks[l].mlp.{up, gate, down}.{kernel, bias}`` (``gate`` for
+swiglu and geglu only), ``final_norm.{scale, bias}``, ``lm_head.kernel [D, V]`` (untied only).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from nohair_jax.attention import (
-    DEFAULT_BLOCK, blockwise_attention, logit_terms, plain_attention, position_dtype, use_blockwise,
+    DEFAULT_BLOCK, blockwise_attention, logit_terms, plain_attention, position_dtype, soft_cap, use_blockwise,
 )
 from nohair_jax.config import (  # noqa: F401  re-exported: the config is read as nohair_jax.model.TransformerConfig too
     MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, ROPE_SCALING_KINDS, PromptLogitBias, RopeScaling,
@@ -44,9 +50,10 @@ class Diagnostics(NamedTuple):
 
     norm_scale:       [n_norms, B, T] the standard deviation (layernorm) or root mean square
                       (rmsnorm) of each norm's input, eps excluded; its minimum is ``sigma_min``.
-    max_abs_logit:    [L, B] the largest |q.k / sqrt(head_dim)| over heads and the (query, key)
-                      pairs attention reads (causal, in the window if any), before what positions
-                      add (``attention.LogitTerms``); its maximum is ``B`` of the bound.
+    max_abs_logit:    [L, B] the largest |logit| (q.k / sqrt(head_dim), or ``attn_scale`` q.k, soft-capped
+                      where the model caps) over heads and the (query, key) pairs attention reads
+                      (causal, in the window if any), before what positions add
+                      (``attention.LogitTerms``); its maximum is ``B`` of the bound.
     prompt_attention: [L, B, H, T] attention weight each query puts on the first ``prompt_len``
                       keys, or None when no prompt length was given.
     key_attention:    [L, B, H, T] the mean weight the later half of the queries (``i >= T // 2``,
@@ -61,18 +68,67 @@ class Diagnostics(NamedTuple):
 
 
 class ForwardOutput(NamedTuple):
-    """logits [B, T, vocab] (None when not projected); hidden [L+1, B, T, D] with hidden[0] the
-    embedding output and hidden[l] the residual stream after block l, before any final norm;
-    diagnostics or None; sublayers, on request: (attention, MLP) outputs [L, B, T, D] of every
-    block, what each adds to the residual stream in a pre-LN model (``hidden[l] = hidden[l-1] +
-    attn[l-1] + mlp[l-1]``); final [B, T, D]: the final norm's output, what ``Transformer.unembed``
-    projects onto the vocabulary (T: the positions of ``logits_at`` when given)."""
+    """logits [B, T, vocab] (None when the probe does not project); hidden [L+1, B, T, D] with hidden[0]
+    the embedding output and hidden[l] the residual stream after block l, before any final norm (or
+    what the probe's ``read`` keeps of each, stacked [L+1, ...]); diagnostics or None; blocks: what the
+    probe's ``read_block`` keeps of every block, stacked [L, ...] (None by default); final [B, T, D]:
+    the final norm's output, what ``Transformer.unembed`` projects onto the vocabulary (T: the probe's
+    ``logits_at`` when given)."""
 
     logits: jax.Array | None
-    hidden: jax.Array
+    hidden: Any
     diagnostics: Diagnostics | None
-    sublayers: tuple[jax.Array, jax.Array] | None = None
+    blocks: Any = None
     final: jax.Array | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """How an analysis reads the forward pass, or feeds it, without an option of its own on the model.
+
+    ``Transformer.__call__(tokens, probe=...)`` calls these hooks as it runs; the defaults leave the
+    forward pass as it is. Each hook is traced inside the scan over blocks, so what it keeps costs
+    memory only for what it returns. ``Probe(logits_at=..., project=False)`` sets the output alone;
+    subclass (a frozen dataclass) and override the hooks for more (``nohair_jax.offsets``, ``jacobian``,
+    ``direct_relay`` and ``layer_measures`` each define theirs):
+
+    embedding(x0 [B, T, D]) -> h_0: the stream block 1 reads (``jacobian``: a shift to differentiate by).
+    keys_values(layer) -> [B, T, D] or None: the residual stream this block computes its keys and values
+        from instead of its input (``direct_relay``'s patching); ``layer`` is this block's slice of
+        ``per_layer``.
+    read(x [B, T, D]) -> any arrays: what ``hidden`` keeps of each of h_0 .. h_L (the stream itself by
+        default; ``offsets``: the two runs' distance, never the [L+1, B, T, D] stack).
+    read_block(attn, mlp [B, T, D]) -> any arrays or None: what ``blocks`` keeps of each block's two
+        sublayer outputs (what each adds to the residual stream).
+    per_layer: arrays with a leading axis L, scanned with the blocks and handed to ``keys_values``.
+    logits_at: int [K] sequence indices (0-based) at which the final norm's output is projected, or None
+        for every position; project: False skips the projection (``logits`` None, ``final`` kept).
+    """
+
+    per_layer: Any = None
+    logits_at: jax.Array | None = None
+    project: bool = True
+
+    def embedding(self, x0: jax.Array) -> jax.Array:
+        return x0
+
+    def keys_values(self, layer: Any) -> jax.Array | None:
+        return None
+
+    def read(self, x: jax.Array) -> Any:
+        return x
+
+    def read_block(self, attn: jax.Array, mlp: jax.Array) -> Any:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Sublayers(Probe):
+    """Every block's (attention, MLP) outputs in ``blocks``, [L, B, T, D] each: in a pre-LN model
+    ``hidden[l] = hidden[l-1] + attn[l-1] + mlp[l-1]``."""
+
+    def read_block(self, attn, mlp):
+        return attn, mlp
 
 
 class Norm(nnx.Module):
@@ -94,6 +150,23 @@ class Norm(nnx.Module):
         if self.bias is not None:
             y = y + self.bias[...]
         return y, jnp.sqrt(mean_square)
+
+
+def token_ids(tokens) -> jax.Array | np.ndarray:
+    """``tokens`` as an integer array [B, T], neither axis empty (a traced array is taken as it is); a
+    one-line ValueError or TypeError naming ``tokens`` otherwise. Ranges are checked on the host by
+    the measurements (``offsets.check_tokens``): here the ids may be traced."""
+    if not isinstance(tokens, jax.Array):
+        try:
+            tokens = np.asarray(tokens)
+        except (ValueError, TypeError):  # ragged nested lists
+            raise TypeError(f"tokens must be an integer array [batch, length], got a {type(tokens).__name__} "
+                            "that is not one") from None
+    if tokens.ndim != 2 or 0 in tokens.shape:
+        raise ValueError(f"tokens must have shape [batch, length], neither empty, got shape {tokens.shape}")
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise TypeError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
+    return tokens
 
 
 class Embedding(nnx.Module):
@@ -184,34 +257,42 @@ class Attention(nnx.Module):
         self.v = nnx.Linear(d, cfg.kv_heads * hd, use_bias=qkv_bias, kernel_init=init, **linear)
         self.o = nnx.Linear(cfg.n_heads * hd, d, use_bias=cfg.bias, kernel_init=out_init, **linear)
         # QK-norm: |q.k| / sqrt(hd) <= sqrt(hd) max|g_q| max|g_k| whatever the input (a bound by construction).
-        self.q_norm = Norm(cfg, width=hd, kind="rmsnorm") if cfg.qk_norm else None
-        self.k_norm = Norm(cfg, width=hd, kind="rmsnorm") if cfg.qk_norm else None
+        by_head = cfg.qk_norm_scope == "head"
+        self.q_norm = Norm(cfg, width=hd if by_head else cfg.n_heads * hd, kind="rmsnorm") if cfg.qk_norm else None
+        self.k_norm = Norm(cfg, width=hd if by_head else cfg.kv_heads * hd, kind="rmsnorm") if cfg.qk_norm else None
 
-    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv: jax.Array | None = None):
+    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv: jax.Array | None = None,
+                 window: jax.Array | None = None):
         """x [B, T, D] -> (output [B, T, D], (max |logit| [B], prompt attention [B, H, T] or None, key
         attention [B, H, T]) or None): the diagnostics' rows (``Diagnostics``).
 
         ``kv`` [B, T, D], if given, is what keys and values are computed from instead of ``x``.
+        ``window``, the layer's attention window (traced int) where it differs per layer (``window_layers``).
         """
         cfg = self.cfg
         b, t, _ = x.shape
         kv = x if kv is None else kv
-        q = self.q(x).reshape(b, t, cfg.n_heads, cfg.head_dim)
-        k = self.k(kv).reshape(b, t, cfg.kv_heads, cfg.head_dim)
-        v = self.v(kv).reshape(b, t, cfg.kv_heads, cfg.head_dim)
-        if cfg.qk_norm:
+        q, k, v = self.q(x), self.k(kv), self.v(kv)
+        if cfg.qk_norm and cfg.qk_norm_scope == "projection":
+            q, k = self.q_norm(q)[0], self.k_norm(k)[0]
+        q, k, v = (y.reshape(b, t, -1, cfg.head_dim) for y in (q, k, v))
+        if cfg.qk_norm and cfg.qk_norm_scope == "head":
             q, k = self.q_norm(q)[0], self.k_norm(k)[0]
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cfg.attn_scale is not None:  # the paths divide q.k by sqrt(head_dim)
+            q = q * jnp.asarray(cfg.attn_scale * math.sqrt(cfg.head_dim), q.dtype)
 
         stats, terms = None, logit_terms(cfg)
+        if window is not None:
+            terms = terms._replace(window=window)
         if use_blockwise(self.implementation, t, diagnostics):
             out = blockwise_attention(q, k, v, terms, block=self.block_size)
         else:
             out, logits, weights = plain_attention(q, k, v, terms)
             if diagnostics:
                 distance = jnp.arange(t)[:, None] - jnp.arange(t)[None, :]
-                read = (distance >= 0) & (distance < (cfg.sliding_window or t))
+                read = (distance >= 0) & (distance < (t if terms.window is None else terms.window))
                 max_abs = jnp.max(jnp.where(read, jnp.abs(logits), 0.0), axis=(1, 2, 3))
                 to_prompt = None if prompt_len is None else weights[..., :prompt_len].sum(-1)
                 stats = (max_abs, to_prompt, weights[:, :, t // 2:].mean(axis=2))
@@ -240,7 +321,7 @@ class MLP(nnx.Module):
         init, out_init = _initializers(cfg)
         linear = dict(use_bias=cfg.bias, param_dtype=cfg.dtype, rngs=rngs)
         self.up = nnx.Linear(cfg.d_model, cfg.mlp_width, kernel_init=init, **linear)
-        self.gate = nnx.Linear(cfg.d_model, cfg.mlp_width, kernel_init=init, **linear) if cfg.mlp == "swiglu" else None
+        self.gate = nnx.Linear(cfg.d_model, cfg.mlp_width, kernel_init=init, **linear) if cfg.gated else None
         self.down = nnx.Linear(cfg.mlp_width, cfg.d_model, kernel_init=out_init, **linear)
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -250,6 +331,8 @@ class MLP(nnx.Module):
     def rowwise(self, x: jax.Array) -> jax.Array:
         if self.kind == "swiglu":
             hidden = jax.nn.silu(self.gate(x)) * self.up(x)
+        elif self.kind == "geglu":
+            hidden = jax.nn.gelu(self.gate(x), approximate=True) * self.up(x)
         elif self.kind == "relu":
             hidden = jax.nn.relu(self.up(x))
         else:
@@ -258,34 +341,49 @@ class MLP(nnx.Module):
 
 
 class Block(nnx.Module):
-    """Attention then MLP, each with a residual connection; norms before (pre-LN) or after (post-LN).
-    GPT-NeoX's parallel block (``parallel_residual``): the MLP reads the block's input, not x + attn."""
+    """Attention then MLP, each with a residual connection and norms where ``norm_placement`` puts them:
+    before each sublayer (pre), on its output before the residual add (output: OLMo 2), both
+    (sandwich: Gemma), or after the residual add (post-LN). GPT-NeoX's parallel block
+    (``parallel_residual``): the MLP reads the block's input, not x + attn."""
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
-        self.pre_norm, self.parallel = cfg.norm_placement == "pre", cfg.parallel_residual
-        self.attn_norm, self.attn = Norm(cfg), Attention(cfg, rngs=rngs)
-        self.mlp_norm, self.mlp = Norm(cfg), MLP(cfg, rngs=rngs)
+        placement, self.parallel = cfg.norm_placement, cfg.parallel_residual
+        self.post_norm = placement == "post"
+        before, after = placement != "output", placement in ("output", "sandwich")
+        self.attn_norm, self.attn_out_norm = Norm(cfg) if before else None, Norm(cfg) if after else None
+        self.mlp_norm, self.mlp_out_norm = Norm(cfg) if before else None, Norm(cfg) if after else None
+        self.attn, self.mlp = Attention(cfg, rngs=rngs), MLP(cfg, rngs=rngs)
 
-    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv_stream: jax.Array | None = None):
-        """x [B, T, D] -> (x [B, T, D], norm input scales [2, B, T], attention stats or None,
-        (attention output, MLP output) [B, T, D] each: the sublayers' outputs before the residual add).
+    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv_stream: jax.Array | None = None,
+                 window: jax.Array | None = None):
+        """x [B, T, D] -> (x [B, T, D], norm input scales [block_norms, B, T] in forward order, attention
+        stats or None, (attention output, MLP output) [B, T, D] each: what each sublayer adds to the
+        residual stream, its output norm applied).
 
         ``kv_stream`` [B, T, D], if given, is the residual stream that keys and values are read
-        from instead of ``x`` (queries, the residual path and the MLP still use ``x``).
+        from instead of ``x`` (queries, the residual path and the MLP still use ``x``). ``window``:
+        the layer's attention window where it differs per layer (``Attention``).
         """
-        if self.pre_norm:
-            y, attn_scale = self.attn_norm(x)
-            kv = None if kv_stream is None else self.attn_norm(kv_stream)[0]
-            a, stats = self.attn(y, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv)
-            y, mlp_scale = self.mlp_norm(x if self.parallel else x + a)
-            m = self.mlp(y)
-            x = x + a + m
-        else:
-            a, stats = self.attn(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv_stream)
-            x, attn_scale = self.attn_norm(x + a)
+        scales = []
+
+        def norm(layer, y):  # a norm where the placement has one, its input's scale recorded
+            if layer is None:
+                return y
+            y, scale = layer(y)
+            scales.append(scale)
+            return y
+
+        if self.post_norm:
+            a, stats = self.attn(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv_stream, window=window)
+            x = norm(self.attn_norm, x + a)
             m = self.mlp(x)
-            x, mlp_scale = self.mlp_norm(x + m)
-        return x, jnp.stack([attn_scale, mlp_scale]), stats, (a, m)
+            return norm(self.mlp_norm, x + m), jnp.stack(scales), stats, (a, m)
+        kv = None if kv_stream is None or self.attn_norm is None else self.attn_norm(kv_stream)[0]
+        a, stats = self.attn(norm(self.attn_norm, x), rope, diagnostics=diagnostics, prompt_len=prompt_len,
+                             kv=kv_stream if kv is None else kv, window=window)
+        a = norm(self.attn_out_norm, a)
+        m = norm(self.mlp_out_norm, self.mlp(norm(self.mlp_norm, x if self.parallel else x + a)))
+        return x + a + m, jnp.stack(scales), stats, (a, m)
 
 
 class Transformer(nnx.Module):
@@ -313,19 +411,24 @@ class Transformer(nnx.Module):
         keeps its logits small. ``start`` may be traced; ``size`` is static."""
         size = self.config.vocab_size if size is None else size
         if self.lm_head is None:
-            return y @ jax.lax.dynamic_slice_in_dim(self.embed.embedding[...], start, size, axis=0).T
-        return y @ jax.lax.dynamic_slice_in_dim(self.lm_head.kernel[...], start, size, axis=1)
+            logits = y @ jax.lax.dynamic_slice_in_dim(self.embed.embedding[...], start, size, axis=0).T
+        else:
+            logits = y @ jax.lax.dynamic_slice_in_dim(self.lm_head.kernel[...], start, size, axis=1)
+        return soft_cap(logits, self.config.final_softcap)
 
     def embed_tokens(self, tokens: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
-        """tokens int [B, T] -> (h_0 [B, T, D]: token plus absolute position embeddings, the RoPE
-        (cos, sin) tables [T, head_dim] the blocks rotate by, or None): what block 1 receives."""
+        """tokens int [B, T] -> (h_0 [B, T, D]: the token's embedding times ``embed_scale`` plus absolute
+        position embeddings, the RoPE (cos, sin) tables [T, rotary_dim] the blocks rotate by, or None):
+        what block 1 receives. (The ``window_layers`` of a model with ``local_rope_theta`` rotate by
+        ``layer_settings``' tables instead.)"""
         cfg = self.config
-        if tokens.ndim != 2:
-            raise ValueError(f"tokens must have shape [batch, length], got shape {tokens.shape}")
+        tokens = token_ids(tokens)
         length = tokens.shape[1]
         if cfg.position == "learned" and length > cfg.max_len:
             raise ValueError(f"sequence length {length} exceeds the learned position table (max_len={cfg.max_len})")
         x = self.embed(tokens)
+        if cfg.embed_scale != 1.0:
+            x = x * jnp.asarray(cfg.embed_scale, x.dtype)
         rope = None
         if cfg.position == "learned":
             x = x + self.pos_embed(jnp.arange(length))[None]
@@ -335,67 +438,73 @@ class Transformer(nnx.Module):
             rope = rope_tables(length, cfg.rotary_dim, cfg.rope_theta, x.dtype, cfg.rope_scaling)
         return x, rope
 
+    def layer_settings(self, length: int, dtype) -> dict[str, Any]:
+        """What differs between layers, each value stacked [L, ...] for the scan over blocks (empty where
+        no setting differs): "window" int32 [L], each layer's attention window (``window_layers``; the
+        others get one wider than any sequence); "local" bool [L] with "local_rope", the RoPE (cos, sin)
+        [T, rotary_dim] of ``local_rope_theta`` that the window layers rotate by."""
+        cfg, layers = self.config, range(self.config.n_layers)
+        if cfg.window_layers is None:
+            return {}
+        local = [l in cfg.window_layers for l in layers]
+        out = {"window": jnp.asarray([cfg.sliding_window if w else jnp.iinfo(jnp.int32).max for w in local], jnp.int32)}
+        if cfg.local_rope_theta is not None:
+            out["local"] = jnp.asarray(local)
+            out["local_rope"] = rope_tables(length, cfg.rotary_dim, cfg.local_rope_theta, dtype)
+        return out
+
     def __call__(
         self,
         tokens: jax.Array,
         *,
         diagnostics: bool = False,
         prompt_len: int | None = None,
-        kv_streams: jax.Array | None = None,
-        logits_at: jax.Array | None = None,
-        project: bool = True,
-        sublayers: bool = False,
-        read_hidden: Callable[[jax.Array], Any] | None = None,
-        embedding_shift: jax.Array | None = None,
+        probe: Probe | None = None,
     ) -> ForwardOutput:
-        """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics.
+        """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics;
+        ``probe``: what an analysis reads or feeds (``Probe``; None: the plain forward pass).
 
-        ``kv_streams`` [L, B, T, D], if given, are the residual streams that block ``l`` reads its
-        keys and values from (``kv_streams[l - 1]`` in place of its own input ``h_(l-1)``): the
-        patching that separates direct reads of the prompt from relay (``nohair_jax.direct_relay``).
-        Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets``
-        checks them on the host. ``logits_at`` int [K], if given, are the sequence indices (0-based)
-        at which the final norm's output is projected onto the vocabulary: logits [B, K, vocab]
-        (the projection is the costliest matrix product of a small model with a large vocabulary);
-        ``project`` False (static) skips it: logits is None, and ``final`` is what it would project.
-        ``sublayers`` (static) returns every block's attention and MLP outputs too. ``read_hidden``,
-        a function of one residual stream [B, T, D] to any arrays, is applied to ``h_0`` and to each
-        block's output as it is computed, and ``hidden`` holds what it returns, stacked over layers
-        [L+1, ...], instead of the streams: what a measurement reads of every layer without the
-        [L+1, B, T, D] stack in memory. ``embedding_shift`` [B, T, D], if given, is added to ``h_0``:
-        the input that ``nohair_jax.jacobian`` differentiates the hidden states by.
+        Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets`` checks
+        them on the host.
         """
+        probe = Probe() if probe is None else probe
+        tokens = token_ids(tokens)
         x0, rope = self.embed_tokens(tokens)
-        if embedding_shift is not None:
-            x0 = x0 + embedding_shift
+        x0 = probe.embedding(x0)
         block_def = nnx.graphdef(self.blocks[0])
-        read = (lambda x: x) if read_hidden is None else read_hidden  # noqa: E731
+        layers = self.layer_settings(tokens.shape[1], x0.dtype)
+        local_rope = layers.pop("local_rope", None)
 
         def step(x, inputs):
-            state, kv_stream = inputs
-            x, scale, stats, outputs = nnx.merge(block_def, state)(
-                x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=kv_stream)
-            return x, (read(x), scale, stats, outputs if sublayers else None)
+            state, probed, layer = inputs
+            layer_rope = rope
+            if "local" in layer:  # Gemma 3's window layers rotate by their own RoPE base
+                layer_rope = tuple(jnp.where(layer["local"], l, g) for g, l in zip(rope, local_rope))
+            x, scale, stats, (attn, mlp) = nnx.merge(block_def, state)(
+                x, layer_rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=probe.keys_values(probed),
+                window=layer.get("window"))
+            return x, (probe.read(x), scale, stats, probe.read_block(attn, mlp))
 
-        # The blocks run as one scanned step over their stacked parameters: one block is traced and
-        # compiled whatever the depth (30 unrolled layers took about 25 s to compile on a CPU).
+        # The blocks run as one scanned step over their stacked parameters (and ``layer_settings``' values):
+        # one block is traced and compiled whatever the depth (30 unrolled layers took about 25 s to
+        # compile on a CPU).
         stacked = jax.tree.map(lambda *layers: jnp.stack(layers), *(nnx.state(b) for b in self.blocks))
-        x, (hidden, scales, stats, outputs) = jax.lax.scan(step, x0, (stacked, kv_streams))
+        x, (hidden, scales, stats, blocks) = jax.lax.scan(step, x0, (stacked, probe.per_layer, layers))
 
-        y, scales = x, scales.reshape(-1, *scales.shape[2:])  # [L, 2, B, T] -> [2L, B, T]
+        y, scales = x, scales.reshape(-1, *scales.shape[2:])  # [L, block_norms, B, T] -> [block_norms L, B, T]
         if self.final_norm is not None:
             y, final_scale = self.final_norm(x)
             scales = jnp.concatenate([scales, final_scale[None]])
-        if logits_at is not None:
-            y = y[:, logits_at]
-        logits = self.unembed(y) if project else None
+        if probe.logits_at is not None:
+            y = y[:, probe.logits_at]
+        logits = self.unembed(y) if probe.project else None
 
         diag = None
         if diagnostics:
             diag = Diagnostics(norm_scale=scales, max_abs_logit=stats[0],
                                prompt_attention=None if prompt_len is None else stats[1], key_attention=stats[2])
-        hidden = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), read(x0), hidden)
-        return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, sublayers=outputs, final=y)
+        hidden = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), probe.read(x0), hidden)
+        return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, blocks=blocks, final=y)
 
 
 def for_measurement(model: Transformer) -> Transformer:

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from nohair_jax.checks import check_int
 from nohair_jax.fit import noise_floor_curve
-from nohair_jax.model import Transformer, for_measurement, merge_stacked_blocks, split_stacked_blocks
+from nohair_jax.model import Probe, Transformer, for_measurement, merge_stacked_blocks, split_stacked_blocks
 
 def continuation_positions(length: int) -> np.ndarray:
     """Continuation positions t = 1..T as int [T] (the x axis of every offset curve)."""
@@ -153,6 +153,24 @@ def next_token_kl(logits_a: jax.Array, logits_b: jax.Array) -> jax.Array:
     return streamed_next_token_kl(take, logits_a.shape[-1], logits_a, logits_b)
 
 
+def _distances(h_a: jax.Array, h_b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The continuation's streams of both runs [..., T, D] -> l2, mean norm [..., T]."""
+    return jnp.linalg.norm(h_a - h_b, axis=-1), 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
+
+
+@dataclasses.dataclass(frozen=True)
+class _RunDistances(Probe):
+    """Both runs in one batch (rows [:n] run a, [n:] run b): each layer's distances on the last
+    ``length`` positions, read as the layer is computed; the output not projected."""
+
+    n: int = 0
+    length: int = 0
+    project: bool = False
+
+    def read(self, x):
+        return _distances(x[: self.n, -self.length:], x[self.n:, -self.length:])
+
+
 def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array, continuations: jax.Array,
                  kl_at: tuple[int, ...] | None = None):
     """Traceable core of ``model`` on ``prompts_a``, ``prompts_b``, ``continuations``: int [n, Pa],
@@ -171,21 +189,16 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
     t = np.arange(1, length + 1) if kl_at is None else np.asarray(kl_at)
     at = lambda prompt: jnp.asarray(prompt.shape[1] + t - 1)  # noqa: E731  sequence indices of t
 
-    def distances(h_a, h_b):
-        """The continuation's streams of both runs [n, T, D] -> l2, mean norm [n, T]."""
-        return jnp.linalg.norm(h_a - h_b, axis=-1), 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
-
     if tokens_a.shape == tokens_b.shape:
         # Both runs in one batch (about 15 % faster on a CPU than two calls); rows of one batch run
         # through identical code, so identical prompts still give exactly zero. Each layer's
         # distances are taken as the layer is computed: no [L+1, 2n, P+T, D] stack is held.
-        out = model(jnp.concatenate([tokens_a, tokens_b]), logits_at=at(prompts_a), project=False,
-                    read_hidden=lambda x: distances(x[:n, -length:], x[n:, -length:]))
+        out = model(jnp.concatenate([tokens_a, tokens_b]), probe=_RunDistances(logits_at=at(prompts_a), n=n, length=length))
         (l2, norm), (y_a, y_b) = out.hidden, (out.final[:n], out.final[n:])  # [L+1, n, T]
     else:
-        out_a = model(tokens_a, logits_at=at(prompts_a), project=False)
-        out_b = model(tokens_b, logits_at=at(prompts_b), project=False)
-        l2, norm = distances(out_a.hidden[:, :, -length:], out_b.hidden[:, :, -length:])
+        out_a = model(tokens_a, probe=Probe(logits_at=at(prompts_a), project=False))
+        out_b = model(tokens_b, probe=Probe(logits_at=at(prompts_b), project=False))
+        l2, norm = _distances(out_a.hidden[:, :, -length:], out_b.hidden[:, :, -length:])
         y_a, y_b = out_a.final, out_b.final
     relative = jnp.where(l2 > 0, l2 / jnp.where(norm > 0, norm, 1), 0.0)
     kl = streamed_next_token_kl(model.unembed, model.config.vocab_size, y_a, y_b)
@@ -195,7 +208,10 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
 
 def _as_tokens(name: str, x, vocab_size: int) -> np.ndarray:
     """Host-side check of a token array: integer dtype, ids in [0, vocab_size)."""
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except ValueError:  # numpy refuses ragged nested sequences
+        raise ValueError(f"{name} must be a rectangular array of token ids, got a ragged {type(x).__name__}") from None
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
     if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
@@ -214,14 +230,14 @@ def check_pairs(cfg, prompts_a, prompts_b, continuations) -> tuple[np.ndarray, n
     b = _as_tokens("prompts_b", prompts_b, cfg.vocab_size)
     c = _as_tokens("continuations", continuations, cfg.vocab_size)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] == 0 or b.shape[1] == 0:
-        raise ValueError(f"prompts must have shape [n_pairs, P] with P >= 1, got {a.shape} and {b.shape}")
+        raise ValueError(f"prompts must have shape [n_pairs, P] with P >= 1, got prompts_a {a.shape} and prompts_b {b.shape}")
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"prompts_a has {a.shape[0]} pairs but prompts_b has {b.shape[0]}")
     if a.shape[0] == 0:
-        raise ValueError(f"no prompt pairs: prompts of shape {a.shape}; give at least one pair")
+        raise ValueError(f"no prompt pairs: prompts of shape {a.shape} (prompts_a, prompts_b); give at least one pair")
     if a.shape[1] != b.shape[1] and cfg.position in ("learned", "sinusoidal"):
         raise ValueError(
-            f"prompts of unequal length (P_a={a.shape[1]}, P_b={b.shape[1]}) would shift the continuation's "
+            f"prompts_a and prompts_b of unequal length (P_a={a.shape[1]}, P_b={b.shape[1]}) would shift the continuation's "
             f"absolute positions (position={cfg.position!r}); use equal lengths or a relative/no position encoding"
         )
     if c.ndim == 1:
@@ -231,10 +247,21 @@ def check_pairs(cfg, prompts_a, prompts_b, continuations) -> tuple[np.ndarray, n
     total = max(a.shape[1], b.shape[1]) + c.shape[1]
     if cfg.position == "learned" and total > cfg.max_len:
         raise ValueError(
-            f"P + T = {total} exceeds the learned position table (max_len={cfg.max_len}); "
-            "shorten the continuation or use a model with a longer table"
+            f"P + T = {total} exceeds the learned position table (max_len={cfg.max_len}) for prompts_a or prompts_b "
+            "followed by continuations; shorten the continuation or use a model with a longer table"
         )
     return a, b, np.ascontiguousarray(c)
+
+
+def check_tokens(cfg, tokens, name: str = "tokens") -> np.ndarray:
+    """Validate a batch of sequences against a model config: int32 [B, T] with B, T >= 1, ids in the
+    vocabulary, T within a learned position table; ValueError/TypeError naming ``name`` otherwise."""
+    x = _as_tokens(name, tokens, cfg.vocab_size)
+    if x.ndim != 2 or 0 in x.shape:
+        raise ValueError(f"{name} must have shape [batch, length] with batch, length >= 1, got shape {x.shape}")
+    if cfg.position == "learned" and x.shape[1] > cfg.max_len:
+        raise ValueError(f"{name} of length {x.shape[1]} exceeds the learned position table (max_len={cfg.max_len})")
+    return x
 
 
 def prompt_pair_offsets(
@@ -298,9 +325,14 @@ def _kl_positions(kl_positions, length: int) -> np.ndarray | None:
         if kl_positions != "log":
             raise ValueError(f"kl_positions must be None, 'log' or int positions t in 1..T, got {kl_positions!r}")
         return log_positions(length)
-    t = np.asarray(kl_positions)
+    try:
+        t = np.asarray(kl_positions)
+    except ValueError:  # ragged
+        t = np.asarray(None)
     if t.ndim != 1 or t.size == 0 or t.dtype.kind not in "iu" or t[0] < 1 or t[-1] > length or np.any(np.diff(t) <= 0):
-        raise ValueError(f"kl_positions must be increasing int positions t in 1..{length}, got {kl_positions!r}")
+        shown = " ".join(repr(kl_positions).split())  # one line, however numpy prints an array
+        raise ValueError(f"kl_positions must be increasing int positions t in 1..T = 1..{length} (continuations' T), got "
+                         f"{shown if len(shown) <= 80 else shown[:77] + '...'}")
     return t.astype(np.int64)
 
 

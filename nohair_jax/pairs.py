@@ -76,9 +76,14 @@ def text_prompt_pairs(
       for a stream that is not 1-D integers or is too short for the cuts.
     """
     _check_sizes(n_pairs, prompt_len, length)
-    stream = np.asarray(tokens)
+    try:
+        stream = np.asarray(tokens)
+    except ValueError:  # numpy refuses ragged nested sequences
+        raise ValueError(f"tokens must be a 1-D integer array, got a ragged {type(tokens).__name__}") from None
     if stream.ndim != 1 or stream.dtype.kind not in "iu":
         raise ValueError(f"tokens must be a 1-D integer array, got shape {stream.shape} and dtype {stream.dtype}")
+    if stream.size and stream.min() < 0:
+        raise ValueError(f"tokens must be token ids >= 0, got {stream.min()} at index {int(np.argmin(stream))}")
     if stream.size < max(prompt_len, length) + 1:
         raise ValueError(f"the text has {stream.size} tokens, too few for cuts of {prompt_len} and {length}")
     rng = np.random.default_rng(seed)

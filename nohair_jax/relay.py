@@ -57,6 +57,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import digamma, zeta
 
+from nohair_jax.checks import real_array
+
 __all__ = ["offsets", "offsets_exact", "closed_form", "asymptotic", "local_exponent"]
 
 
@@ -87,9 +89,30 @@ def offsets(prompt_len, length, depth, *, residual=False, direct=1.0, relay=1.0,
     """
     if prompt_len < 1 or length < 1 or depth < 0:
         raise ValueError(f"need prompt_len >= 1, length >= 1, depth >= 0; got {prompt_len}, {length}, {depth}")
+    coefficients = [_coefficient(name, value, depth) for name, value in
+                    (("residual", residual), ("direct", direct), ("relay", relay), ("prompt_offset", prompt_offset))]
     with jax.enable_x64(True):
-        as64 = functools.partial(jnp.asarray, dtype=jnp.float64)
-        return _offsets(prompt_len, length, depth, as64(residual), as64(direct), as64(relay), as64(prompt_offset))
+        return _offsets(prompt_len, length, depth, *(jnp.asarray(c, dtype=jnp.float64) for c in coefficients))
+
+
+def _coefficient(name: str, value, depth: int):
+    """A coefficient of ``offsets``: one finite real number (``residual`` may be a bool) or ``[depth]``
+    of them; ValueError/TypeError naming it otherwise. Under ``jit`` (a traced value) its dtype and
+    shape are checked, not its values."""
+    traced = isinstance(value, jax.core.Tracer)
+    if isinstance(value, (bool, np.bool_)):
+        arr = np.float64(value)
+    elif traced:
+        if not (jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(value.dtype, jnp.integer)):
+            raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
+        arr = value
+    else:
+        arr = real_array(name, value)
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] not in (1, depth)):
+        raise ValueError(f"{name} must be one number or an array [depth] = [{depth}], got shape {arr.shape}")
+    if not traced and not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite, got {arr.ravel()[~np.isfinite(arr.ravel())][:3].tolist()} among its values")
+    return arr
 
 
 @functools.partial(jax.jit, static_argnames=("prompt_len", "length", "depth"))
@@ -135,11 +158,12 @@ def _checked(prompt_len, t, depth, min_depth: int = 1) -> tuple[float, np.ndarra
     """``prompt_len`` as a float, ``t`` as a float64 array, or ValueError naming the bad input: the
     closed forms take one real ``P > 0`` (they are compiled per P: loop over several), positions
     ``t > 0`` and ``depth >= min_depth``."""
-    if np.ndim(prompt_len) != 0 or not np.isfinite(prompt_len) or not prompt_len > 0:
+    size = real_array("prompt_len", prompt_len)
+    if size.ndim != 0 or not np.isfinite(size) or not size > 0:
         raise ValueError(f"prompt_len must be one real number > 0 (loop over several), got {prompt_len!r}")
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < min_depth:
         raise ValueError(f"depth must be an integer >= {min_depth}, got {depth!r}")
-    t = np.asarray(t, np.float64)
+    t = real_array("t", t).astype(np.float64)
     if not (np.isfinite(t) & (t > 0)).all():
         raise ValueError(f"t must hold finite positions > 0, got {t[~(np.isfinite(t) & (t > 0))][:3].tolist()} among them")
     return float(prompt_len), t

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nohair_jax.model import Transformer
+from nohair_jax.offsets import check_tokens
 
 
 def sink_attention(model: Transformer, tokens, *, keys: int = 1, from_query: int | None = None,
@@ -22,7 +23,7 @@ def sink_attention(model: Transformer, tokens, *, keys: int = 1, from_query: int
     averaged over the sequences and over the queries ``i >= from_query`` (0-based; default ``T // 2``,
     far from the first keys); ``by_query``: [L, H, T - from_query], not averaged over the queries.
     Read from the model's diagnostics (the plain attention path)."""
-    tokens = jnp.asarray(tokens)
+    tokens = jnp.asarray(check_tokens(model.config, tokens))
     from_query = tokens.shape[1] // 2 if from_query is None else from_query
     if not 0 <= from_query < tokens.shape[1]:
         raise ValueError(f"from_query must be in [0, {tokens.shape[1]}), got {from_query}")
@@ -43,4 +44,5 @@ def key_attention(model: Transformer, tokens) -> np.ndarray:
     """tokens int [B, T] -> [L, B, H, T]: the mean attention weight the queries ``i >= T // 2`` (0-based)
     put on each key (``Diagnostics.key_attention``). Every key ``j < T // 2`` is read by all of them,
     so under pure dilution each gets ``dilution_share(T)``: a key far above it is a sink."""
-    return np.asarray(model(jnp.asarray(tokens), diagnostics=True).diagnostics.key_attention, np.float64)
+    tokens = jnp.asarray(check_tokens(model.config, tokens))
+    return np.asarray(model(tokens, diagnostics=True).diagnostics.key_attention, np.float64)

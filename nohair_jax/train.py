@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import shutil
 import time
@@ -234,8 +235,13 @@ def _run_config(model_config: TransformerConfig, train_config: TrainConfig, corp
 
 def _check_same_run(saved: dict, current: dict, out_dir: Path) -> None:
     """A resumed run must be the run that wrote the checkpoints, or it would silently mix two. Model
-    settings added since the run was written take their defaults (which keep earlier models as they were)."""
+    settings added since the run was written take their defaults (which keep earlier models as they were);
+    how many checkpoints are kept changes no update, and may differ."""
+    current = json.loads(json.dumps(current))  # tuples as the saved JSON holds them: lists
     saved = {part: saved.get(part) for part in current}
+    for config in (saved, current):
+        if isinstance(config["train"], dict):
+            config["train"] = {k: v for k, v in config["train"].items() if k != "keep_checkpoints"}
     if isinstance(saved["model"], dict):
         defaults = {f.name: f.default for f in dataclasses.fields(TransformerConfig)}
         saved["model"] = {**{k: v for k, v in defaults.items() if k not in saved["model"]}, **saved["model"]}

@@ -40,12 +40,19 @@ import nohair_jax as nh  # noqa: E402
 
 TINY = dict(vocab_size=64, d_model=32, n_heads=4, n_layers=3, max_len=64)
 
-# The suite's longest tests (measured: 30 to 175 s each on 2 CPU cores), run first: pytest-xdist
+# The suite's longest tests (measured: 20 to 140 s each on 2 CPU cores), run first: pytest-xdist
 # hands out tests in collection order, and the longest one started last would leave the other
 # worker idle while it finishes.
 LONGEST_FIRST = (
     "test_reproduce.py::test_tiny_profile_end_to_end",
+    "test_chat.py::test_cli_prompts_on_smollm2_writes_the_result_set",
+    "test_readme.py::test_every_command_runs[prompts",
+    "test_gguf_checkpoint.py::test_smollm_matches_transformers_float64",
+    "test_readme.py::test_python_example_prints_what_the_readme_shows",
     "test_distributed.py::",
+    "test_benchmarks.py::test_gpu_script_smoke_run_agrees_with_transformers",
+    "test_readme.py::test_every_command_runs[",
+    "test_notebooks.py::",
     "test_gguf_checkpoint.py::test_smollm_matches_transformers_float32",
     "test_interrupt.py::",
 )

@@ -155,33 +155,39 @@ def ref_rms(x, gain, eps):
     return x / np.sqrt((x**2).mean(-1, keepdims=True) + eps) * gain
 
 
-def ref_attention(cfg, p, name, x, prompt_len):
-    """x [B, T, D] -> (out [B, T, D], max |logit| [B], prompt attention [B, H, T] or None)."""
+def ref_attention(cfg, p, name, x, prompt_len, layer=0):
+    """x [B, T, D] -> (out [B, T, D], max |logit| [B], prompt attention [B, H, T] or None) of block ``layer``."""
     batch, length, _ = x.shape
     n_heads, hd = cfg.n_heads, cfg.head_width or cfg.d_model // cfg.n_heads
     kv_heads = n_heads if cfg.n_kv_heads is None else cfg.n_kv_heads
     group = n_heads // kv_heads
-    q = ref_linear(p, f"{name}.q", x).reshape(batch, length, n_heads, hd)
-    k = ref_linear(p, f"{name}.k", x).reshape(batch, length, kv_heads, hd)
+    q, k = ref_linear(p, f"{name}.q", x), ref_linear(p, f"{name}.k", x)
+    if cfg.qk_norm and cfg.qk_norm_scope == "projection":  # OLMo 2: over every head's features at once
+        q = ref_rms(q, p(f"{name}.q_norm.scale"), cfg.norm_eps)
+        k = ref_rms(k, p(f"{name}.k_norm.scale"), cfg.norm_eps)
+    q, k = q.reshape(batch, length, n_heads, hd), k.reshape(batch, length, kv_heads, hd)
     v = ref_linear(p, f"{name}.v", x).reshape(batch, length, kv_heads, hd)
+    windowed = cfg.sliding_window is not None and (cfg.window_layers is None or layer in cfg.window_layers)
+    theta = cfg.local_rope_theta if windowed and cfg.local_rope_theta is not None else cfg.rope_theta
 
     out = np.zeros((batch, length, n_heads, hd))
     max_abs = np.zeros(batch)
     to_prompt = np.zeros((batch, n_heads, length))
     causal = np.tril(np.ones((length, length), bool))
-    if cfg.sliding_window is not None:  # query i reads keys i - window < j <= i
+    if windowed:  # query i reads keys i - window < j <= i
         causal &= ~np.tril(np.ones((length, length), bool), -cfg.sliding_window)
     for b in range(batch):
         for h in range(n_heads):
             kv = h // group
             qh, kh, vh = q[b, :, h], k[b, :, kv], v[b, :, kv]
-            if cfg.qk_norm:
+            if cfg.qk_norm and cfg.qk_norm_scope == "head":
                 qh = ref_rms(qh, p(f"{name}.q_norm.scale"), cfg.norm_eps)
                 kh = ref_rms(kh, p(f"{name}.k_norm.scale"), cfg.norm_eps)
             if cfg.position == "rope":
-                qh, kh = (ref_rope(qh, cfg.rope_theta, cfg.rotary_fraction),
-                          ref_rope(kh, cfg.rope_theta, cfg.rotary_fraction))
-            scores = qh @ kh.T / math.sqrt(hd)
+                qh, kh = ref_rope(qh, theta, cfg.rotary_fraction), ref_rope(kh, theta, cfg.rotary_fraction)
+            scores = qh @ kh.T * (1 / math.sqrt(hd) if cfg.attn_scale is None else cfg.attn_scale)
+            if cfg.attn_softcap is not None:  # Gemma 2
+                scores = cfg.attn_softcap * np.tanh(scores / cfg.attn_softcap)
             max_abs[b] = max(max_abs[b], np.abs(scores[causal]).max())
             bias = cfg.prompt_logit_bias
             if bias is not None:
@@ -208,6 +214,8 @@ def ref_mlp(cfg, p, name, x):
     up = ref_linear(p, f"{name}.up", x)
     if cfg.mlp == "swiglu":
         hidden = ref_silu(ref_linear(p, f"{name}.gate", x)) * up
+    elif cfg.mlp == "geglu":
+        hidden = ref_gelu_tanh(ref_linear(p, f"{name}.gate", x)) * up
     elif cfg.mlp == "relu":
         hidden = np.maximum(up, 0.0)
     elif cfg.mlp == "gelu":
@@ -224,7 +232,7 @@ def ref_forward(cfg, p, tokens, prompt_len=None):
     prompt_attention, attn and mlp [L,B,T,D]: each block's sublayer outputs before the residual add)."""
     tokens = np.asarray(tokens)
     _, length = tokens.shape
-    x = p("embed.embedding")[tokens]
+    x = p("embed.embedding")[tokens] * cfg.embed_scale
     if cfg.position == "learned":
         x = x + p("pos_embed.embedding")[np.arange(length)][None]
     elif cfg.position == "sinusoidal":
@@ -233,27 +241,32 @@ def ref_forward(cfg, p, tokens, prompt_len=None):
     hidden, scales, max_abs, to_prompt, attn, mlp = [x], [], [], [], [], []
     for layer in range(cfg.n_layers):
         name = f"blocks.{layer}"
-        if cfg.norm_placement == "pre":
-            y, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x)
-            a, m, pa = ref_attention(cfg, p, f"{name}.attn", y, prompt_len)
-            if cfg.parallel_residual:  # GPT-NeoX: both sublayers read the block's input
-                y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
-                u = ref_mlp(cfg, p, f"{name}.mlp", y)
-                x = x + a + u
-            else:
-                x = x + a
-                y, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x)
-                u = ref_mlp(cfg, p, f"{name}.mlp", y)
-                x = x + u
-        else:
-            a, m, pa = ref_attention(cfg, p, f"{name}.attn", x, prompt_len)
+        if cfg.norm_placement == "post":
+            a, m, pa = ref_attention(cfg, p, f"{name}.attn", x, prompt_len, layer)
             x, s_attn = ref_norm(cfg, p, f"{name}.attn_norm", x + a)
             u = ref_mlp(cfg, p, f"{name}.mlp", x)
             x, s_mlp = ref_norm(cfg, p, f"{name}.mlp_norm", x + u)
+            scales += [s_attn, s_mlp]
+        else:  # pre: x + f(N(x)); output (OLMo 2): x + N'(f(x)); sandwich (Gemma): x + N'(f(N(x)))
+            before, after = cfg.norm_placement in ("pre", "sandwich"), cfg.norm_placement in ("output", "sandwich")
+
+            def sublayer(f, norm, y):  # f: y -> (output, *what else it returns)
+                if before:
+                    y, s = ref_norm(cfg, p, f"{name}.{norm}_norm", y)
+                    scales.append(s)
+                out, *rest = f(y)
+                if after:
+                    out, s = ref_norm(cfg, p, f"{name}.{norm}_out_norm", out)
+                    scales.append(s)
+                return out, *rest
+
+            a, m, pa = sublayer(lambda y: ref_attention(cfg, p, f"{name}.attn", y, prompt_len, layer), "attn", x)
+            # GPT-NeoX: both sublayers read the block's input
+            (u,) = sublayer(lambda y: (ref_mlp(cfg, p, f"{name}.mlp", y),), "mlp", x if cfg.parallel_residual else x + a)
+            x = x + a + u
         hidden.append(x)
         attn.append(a)
         mlp.append(u)
-        scales += [s_attn, s_mlp]
         max_abs.append(m)
         to_prompt.append(pa)
 
@@ -262,6 +275,8 @@ def ref_forward(cfg, p, tokens, prompt_len=None):
         y, s_final = ref_norm(cfg, p, "final_norm", x)
         scales.append(s_final)
     logits = y @ p("embed.embedding").T if cfg.tied_embeddings else y @ p("lm_head.kernel")
+    if cfg.final_softcap is not None:  # Gemma 2
+        logits = cfg.final_softcap * np.tanh(logits / cfg.final_softcap)
     return dict(
         logits=logits,
         hidden=np.stack(hidden),

@@ -12,7 +12,7 @@ import nohair_jax as nh
 from nohair_jax.attention import (
     BLOCKWISE_FROM, LogitTerms, alibi_slopes, blockwise_attention, plain_attention, use_blockwise,
 )
-from nohair_jax.model import PromptLogitBias, TransformerConfig
+from nohair_jax.model import Probe, PromptLogitBias, TransformerConfig
 from reference_forward import Params, build, random_params, random_tokens, ref_forward
 
 
@@ -137,21 +137,36 @@ def test_choice_of_path():
         use_blockwise("flash", 3, diagnostics=False)
 
 
+class _KeysValuesFrom(Probe):
+    """Block l reads its keys and values from ``per_layer[l - 1]`` (a probe of the test's own)."""
+
+    def keys_values(self, layer):
+        return layer
+
+
 def small_config(**overrides):
     kw = dict(vocab_size=29, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=48, position="rope", max_len=64)
     return TransformerConfig(**(kw | overrides))
 
 
-def test_model_blockwise_matches_float64_reference():
+@pytest.mark.parametrize("family", ["prompt_bias", "gemma", "olmo2"])
+def test_model_blockwise_matches_float64_reference(family):
     """The whole forward pass (rope, grouped-query, prompt bias) with forced blockwise attention in
     small blocks against the numpy float64 model of test_model and against the plain path; and
-    with keys and values read from other residual streams (the patching of ``direct_relay``)."""
-    cfg = small_config(prompt_logit_bias=PromptLogitBias(prompt_len=6, gamma=0.8))
+    with keys and values read from other residual streams (the patching of ``direct_relay``).
+    Gemma's soft cap, logit scale, windows on some layers with their own RoPE base and sandwich
+    norms, and OLMo 2's output norms (no input norm: patched keys read the raw stream), the same way."""
+    cfg = small_config(**{
+        "prompt_bias": dict(prompt_logit_bias=PromptLogitBias(prompt_len=6, gamma=0.8)),
+        "gemma": dict(mlp="geglu", norm="rmsnorm", norm_placement="sandwich", attn_scale=0.2, attn_softcap=3.0,
+                      final_softcap=5.0, sliding_window=11, window_layers=(1,), local_rope_theta=50.0, qk_norm=True),
+        "olmo2": dict(mlp="swiglu", norm="rmsnorm", norm_placement="output", qk_norm=True, qk_norm_scope="projection"),
+    }[family])
     params = random_params(cfg, seed=5)
     model = build(cfg, params, jnp.float32)
     tokens = jnp.asarray(random_tokens(cfg, 2, 45, seed=6))
     kv_streams = jax.random.normal(jax.random.key(7), (cfg.n_layers, 2, 45, cfg.d_model))
-    run = nnx.jit(lambda model, kv_streams: model(tokens, kv_streams=kv_streams))
+    run = nnx.jit(lambda model, kv_streams: model(tokens, probe=None if kv_streams is None else _KeysValuesFrom(per_layer=kv_streams)))
     want = ref_forward(cfg, Params(params), tokens)
     plain, plain_patched = run(model, None), run(model, kv_streams)
     model.set_attributes(implementation="blockwise", block_size=8)
@@ -239,6 +254,23 @@ def test_qk_norm_bounds_every_logit_by_construction():
     got = np.asarray(normed(tokens, diagnostics=True).diagnostics.max_abs_logit).max(axis=1)
     assert (got <= bound).all() and (got > 0.3 * bound).all(), (got, bound)
     assert (np.asarray(plain(tokens, diagnostics=True).diagnostics.max_abs_logit).max(axis=1) > 10 * bound).all()
+
+
+@pytest.mark.parametrize("implementation", ["plain", "blockwise"])
+def test_a_window_on_some_layers_only(implementation):
+    """Gemma's layout: a window on layers 1 and 3 of 3 (0-based 0, 2), full attention on layer 2. The
+    first layer's offset is exactly 0 beyond its reach W - 1; the full layer reads the prompt
+    directly, so from layer 2 on the offset is positive at every t."""
+    window, prompt_len, length = 5, 3, 24
+    cfg = TransformerConfig(vocab_size=31, d_model=16, n_heads=2, n_layers=3, position="rope", max_len=64,
+                            sliding_window=window, window_layers=(0, 2), local_rope_theta=100.0)
+    model = nh.Transformer(cfg, rngs=nnx.Rngs(2))
+    model.set_attributes(implementation=implementation, block_size=8)
+    a, _, c = nh.random_prompt_pairs(1, 3, prompt_len, length, 31)
+    l2 = nh.prompt_pair_offsets(model, a, (a + 1) % 31, c).l2
+    t = np.arange(1, length + 1)
+    assert (l2[:, 1, t > window - 1] == 0).all() and (l2[:, 1, t <= window - 1] > 0).all()
+    assert (l2[:, 2:] > 0).all()
 
 
 @pytest.mark.parametrize("implementation", ["plain", "blockwise"])

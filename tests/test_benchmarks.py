@@ -29,11 +29,11 @@ def real_model_module():
 
 def test_random_weights_have_the_packaged_models_architecture():
     SMOLLM2_135M = real_model_module().SMOLLM2_135M
-    from nohair_jax import gguf_checkpoint
+    from nohair_jax.checkpoints import gguf_file
     from nohair_jax.checkpoints import packaged_model_path
 
     path = packaged_model_path("smollm2-135m")
-    packaged = gguf_checkpoint.hf_config(gguf_checkpoint.open_gguf(path), str(path))
+    packaged = gguf_file.hf_config(gguf_file.open_gguf(path), str(path))
     assert {key: value for key, value in SMOLLM2_135M.items() if key != "architectures"} == packaged
 
 

@@ -133,7 +133,7 @@ def test_bad_pairs_are_refused_in_one_line(smollm2):
 
 def test_cli_prompts_on_smollm2_writes_the_result_set(tmp_path, capsys):
     messages = tmp_path / "messages.txt"
-    messages.write_text("\n\n".join(MESSAGES * 2))
+    messages.write_text("\n\n".join(MESSAGES))
     history = tmp_path / "conversation.json"
     history.write_text(json.dumps([dict(role="user", content="Hello."), dict(role="assistant", content="Hi! How can I help?")]))
     out = tmp_path / "run"
@@ -146,12 +146,12 @@ def test_cli_prompts_on_smollm2_writes_the_result_set(tmp_path, capsys):
     summary = load_json(out / "prompts.json")
     assert [row["systems"] for row in summary["pairs"]] == [[1, 2], [1, 3], [2, 3]]
     row = summary["pairs"][0]
-    assert row["messages"] == 4 and row["length"] == min(row["shared_tokens"]) and len(row["fits"]) == 30
+    assert row["messages"] == 2 and row["length"] == min(row["shared_tokens"]) and len(row["fits"]) == 30
     half = row["half_life"]
-    assert half["n_pairs"] == 4 and half["ci"][0] <= half["t"] <= half["ci"][1]
+    assert half["n_pairs"] == 2 and half["ci"][0] <= half["t"] <= half["ci"][1]
     with np.load(out / row["folder"] / "offsets.npz") as data:  # the KL the summary draws is the measured one
         np.testing.assert_allclose(row["kl_mean"], data["kl"].mean(0), rtol=1e-6)
-    assert [r["turns"] for r in row["turns"]] == [0, 1] and len(row["turns"][1]["per_message"]) == 4
+    assert [r["turns"] for r in row["turns"]] == [0, 1] and len(row["turns"][1]["per_message"]) == 2
     assert row["turns"][0]["ci"][0] <= row["turns"][0]["kl_reply"] <= row["turns"][0]["ci"][1]
     assert (out / "prompts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -169,7 +169,7 @@ def test_cli_prompts_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, 
     messages.write_text("" if case == "empty messages" else ("word " * 9000 if case == "too long" else MESSAGES[0]))
     checkpoint = "smollm2-135m"
     if case == "no template":
-        from nohair_jax.checkpoints import TOKENIZER_FILE
+        from nohair_jax.checkpoints.hf_folder import TOKENIZER_FILE
 
         checkpoint = tmp_path / "folder"
         checkpoint.mkdir()

@@ -9,6 +9,8 @@ Relative error here is ``max |ours - theirs| / max |theirs|`` over one layer (or
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import shutil
 
@@ -62,6 +64,23 @@ MODELS = {
     "pythia": ("GPTNeoXForCausalLM", transformers.GPTNeoXConfig(**NEOX_SIZES, rotary_pct=0.5)),
     "neox_sequential": ("GPTNeoXForCausalLM", transformers.GPTNeoXConfig(**NEOX_SIZES, rotary_pct=1.0,
                                                                          use_parallel_residual=False)),
+    # OLMo 2: norms on the sublayers' outputs only, QK-norm over the whole projection, grouped heads.
+    "olmo2": ("Olmo2ForCausalLM", transformers.Olmo2Config(**LLAMA_SIZES, num_key_value_heads=1, pad_token_id=0,
+                                                         eos_token_id=1)),
+    # Phi-3: q, k, v and gate, up fused; RoPE on half of each head.
+    "phi3": ("Phi3ForCausalLM", transformers.Phi3Config(**LLAMA_SIZES, num_key_value_heads=1, pad_token_id=0,
+                                                       eos_token_id=1, partial_rotary_factor=0.5)),
+    # Gemma 2: soft caps low enough to bite, heads of 10 features, a window of 16 on layers 1 and 3 under
+    # the 40-token sequences, query_pre_attn_scalar not head_dim.
+    "gemma2": ("Gemma2ForCausalLM", transformers.Gemma2Config(
+        **LLAMA_SIZES, num_key_value_heads=1, head_dim=10, query_pre_attn_scalar=7, attn_logit_softcapping=2.0,
+        final_logit_softcapping=3.0, sliding_window=16, max_position_embeddings=64)),
+    # Gemma 3: window layers with their own RoPE base, the global one scaled linearly, QK-norm.
+    "gemma3": ("Gemma3ForCausalLM", transformers.Gemma3TextConfig(
+        **LLAMA_SIZES, num_key_value_heads=1, head_dim=10, query_pre_attn_scalar=7, sliding_window=16,
+        sliding_window_pattern=2, max_position_embeddings=64,
+        rope_parameters=dict(full_attention=dict(rope_type="linear", factor=4.0, rope_theta=1000.0),
+                             sliding_attention=dict(rope_type="default", rope_theta=50.0)))),
 }
 
 
@@ -113,9 +132,9 @@ def _rel(ours, theirs) -> float:
     return float(np.max(np.abs(np.asarray(ours, np.float64) - theirs)) / np.max(np.abs(theirs)))
 
 
-def _errors(model, hf, tokens) -> dict[str, float]:
-    """Relative error of every hidden state, the final-normed last state and the logits."""
-    hidden, normed, logits = _reference(hf, tokens)
+def _errors(model, reference, tokens) -> dict[str, float]:
+    """Relative error of every hidden state, the final-normed last state and the logits against ``_reference``'s."""
+    hidden, normed, logits = reference
     out = model(jnp.asarray(tokens, jnp.int32))
     errors = {f"hidden[{l}]": _rel(out.hidden[l], hidden[l]) for l in range(hidden.shape[0])}
     errors["final norm"] = _rel(model.final_norm(out.hidden[-1])[0], normed)
@@ -129,9 +148,56 @@ def test_hidden_states_and_logits_match_transformers(saved, name):
     model, tokenizer = nh.load_checkpoint(folder)
     assert tokenizer is None and model.config.dtype == "float32"
     tokens = np.random.default_rng(0).integers(0, hf.config.vocab_size, (2, 40))
-    errors = _errors(model, hf, tokens)
+    errors = _errors(model, _reference(hf, tokens), tokens)
     print(name, "max relative error", f"{max(errors.values()):.2e}")
     assert max(errors.values()) < TOLERANCE, errors
+
+
+@contextlib.contextmanager
+def float32_is_float64():
+    """transformers in float64 throughout: its modelling code computes norms, RoPE frequencies and the
+    attention softmax in float32 whatever the model's dtype (``.float()``, ``.to(torch.float32)``,
+    ``torch.arange(dtype=torch.float)``, ``softmax(dtype=torch.float32)``); inside this block each of
+    those asks for float64 instead, and new tensors default to float64."""
+    patched = (torch.Tensor, "float"), (torch.Tensor, "to"), (torch.nn.functional, "softmax"), (torch, "arange")
+    saved = [getattr(owner, name) for owner, name in patched]
+    orig_float, orig_to, orig_softmax, orig_arange = saved
+    wide = lambda dtype: torch.float64 if dtype is torch.float32 else dtype  # noqa: E731
+
+    def to(self, *args, **kwargs):
+        return orig_to(self, *(wide(a) for a in args), **{k: wide(v) for k, v in kwargs.items()})
+
+    replacements = (lambda self, *a, **k: orig_to(self, torch.float64), to,
+                    lambda x, *a, dtype=None, **k: orig_softmax(x, *a, dtype=wide(dtype), **k),
+                    lambda *a, dtype=None, **k: orig_arange(*a, dtype=wide(dtype), **k))
+    default = torch.get_default_dtype()
+    for (owner, name), new in zip(patched, replacements):
+        setattr(owner, name, new)
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        for (owner, name), old in zip(patched, saved):
+            setattr(owner, name, old)
+        torch.set_default_dtype(default)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_float64_parity_with_transformers(name, tmp_path):
+    """Every family in float64 on both sides (``float32_is_float64``): every layer, the final norm and the
+    logits within 1e-10 relative (float64 rounding is ~1e-16; the float32 test above cannot see a
+    mapping error below its 1e-4)."""
+    with float32_is_float64():
+        hf = _build(name)
+        hf.save_pretrained(tmp_path)
+        tokens = np.random.default_rng(0).integers(0, hf.config.vocab_size, (2, 40))
+        reference = _reference(hf, tokens)
+    with jax.enable_x64(True):
+        model, _ = nh.load_checkpoint(tmp_path, dtype="float64")
+        errors = _errors(model, reference, tokens)
+    assert model.config.dtype == "float64" and reference[0].dtype == np.float64
+    print(name, "float64 max relative error", f"{max(errors.values()):.2e}")
+    assert max(errors.values()) < 1e-10, errors
 
 
 def test_config_mapping(saved):
@@ -264,10 +330,10 @@ def test_missing_folder_config_or_weights(tmp_path):
 
 
 def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"]}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba", "architectures": ["MambaForCausalLM"]}))
     message = _error(tmp_path)
-    assert "'gemma2' (Gemma2ForCausalLM) is not supported" in message
-    assert "gpt2, gpt_neox, llama, mistral, qwen2, qwen3" in message
+    assert "'mamba' (MambaForCausalLM) is not supported" in message
+    assert "gemma2, gemma3_text, gpt2, gpt_neox, llama, mistral, olmo2, phi3, qwen2, qwen3" in message
 
 
 def test_unsupported_settings_are_named(saved, tmp_path):
@@ -416,9 +482,35 @@ def test_the_bound_names_what_its_derivation_does_not_cover_in_each_family(saved
     from nohair_jax.bound import measure_conditions
 
     tokens = np.random.default_rng(0).integers(0, 101, (1, 24))
-    for name, named in (("pythia", "parallel residual"), ("qwen3", "QK-norm"), ("llama_gqa", None)):
+    for name, named in (("pythia", "parallel residual"), ("qwen3", "QK-norm"), ("llama_gqa", None),
+                        ("olmo2", "norms on the sublayers' outputs"), ("gemma2", "norms on the sublayers' outputs"),
+                        ("phi3", None)):
         model, _ = nh.load_checkpoint(saved(name)[1])
         cond = measure_conditions(model, tokens[:, :4], tokens[:, 4:8], tokens[:, 8:])
         reasons = cond.not_derived()
         assert (reasons == []) if named is None else any(r.startswith(named) for r in reasons), (name, reasons)
         assert not [f for f in cond.failures() if named and f.startswith(named)], cond.failures()
+        assert len(cond.sigma_min) == model.config.n_layers * (4 if name == "gemma2" else 2) + 1
+
+
+def test_soft_capped_logits_give_b_below_the_cap_and_the_result_says_so(tmp_path, capsys):
+    """Gemma 2 with a cap of 2 and q weights 10x the test model's, so that its raw logits pass the cap: B
+    stays below 2 in every layer, and the bound's report says why."""
+    hf = _build("gemma2")
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            layer.self_attn.q_proj.weight.mul_(10.0)
+    hf.save_pretrained(tmp_path / "ckpt")
+    out = tmp_path / "bound"
+    assert main(["bound", "--checkpoint", str(tmp_path / "ckpt"), "--prompt-len", "4", "--length", "24", "--pairs",
+                 "2", "--n-boot", "20", "--out", str(out)]) == 0
+    cond = json.loads((out / "bound.json").read_text())["conditions"]
+    assert max(cond["logit_bound"]) < 2.0 and cond["attn_softcap"] == 2.0
+    assert cond["block_norms"] == ["attention", "attention output", "MLP", "MLP output"]
+    assert "soft-capped at 2: c tanh(logit / c), so B < 2" in capsys.readouterr().out
+    model, _ = nh.load_checkpoint(tmp_path / "ckpt")
+    uncapped_config = dataclasses.replace(model.config, attn_softcap=None)
+    uncapped = nnx.merge(nnx.graphdef(nnx.eval_shape(lambda: nh.Transformer(uncapped_config, rngs=nnx.Rngs(0)))),
+                         nnx.state(model))
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 101, (2, 28)))
+    assert float(uncapped(tokens, diagnostics=True).diagnostics.max_abs_logit.max()) > 4.0  # the cap acts

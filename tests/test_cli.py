@@ -182,9 +182,10 @@ def test_train_command_resumes_and_measures(tmp_path, capsys):
     assert "steps" in capsys.readouterr().err
     history = json.loads((out / "history.json").read_text())["history"]
     assert [e["step"] for e in history if "alpha" in e] == [0, 4]
-    assert main([*args, "--steps", "8", "--fresh"]) == 0
+    assert main([*args, "--steps", "8", "--fresh", "--keep-checkpoints", "0"]) == 0  # keeping more changes no update
     printed = capsys.readouterr().out
     assert "held-out bits per byte at step 8" in printed and "step      8:" in printed
+    assert sorted(int(p.name) for p in (out / "checkpoints").iterdir()) == [4, 8]  # every one kept
 
 
 def test_out_that_is_a_file_and_unwritable_paths_are_one_line_errors(tmp_path, capsys):
@@ -243,3 +244,29 @@ def test_offsets_command_builds_the_architecture_contrasts(tmp_path):
     assert (model["position"], model["sliding_window"], model["qk_norm"]) == ("alibi", 6, True)
     with np.load(out / "offsets.npz") as data:
         assert (data["l2"][:, 1, 5:] == 0).all() and (data["l2"][:, 1, :5] > 0).all()
+
+
+@pytest.mark.parametrize("error, caught", [
+    (MemoryError(), True),
+    (RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9663676416 bytes."), True),
+    (OverflowError("Python int too large to convert to C ssize_t"), True),
+    (OverflowError("cannot fit 'int' into an index-sized integer"), True),
+    (OverflowError("cannot convert float infinity to integer"), False),  # a bug, not a size
+    (RuntimeError("something else broke"), False),
+])
+def test_only_sizes_the_machine_cannot_hold_become_too_large(monkeypatch, tmp_path, capsys, error, caught):
+    """Memory and size overflows end in one line naming them; any other error keeps its traceback (an
+    OverflowError from an infinite value once hid a bug behind "too large for this machine")."""
+    import nohair_jax.cli as cli
+
+    def fails(args):
+        raise error
+
+    monkeypatch.setattr(cli, "cmd_offsets", fails)
+    argv = ["offsets", "--out", str(tmp_path / "out")]
+    if caught:
+        assert main(argv) == 2
+        assert "too large for this machine" in capsys.readouterr().err
+    else:
+        with pytest.raises(type(error)):
+            main(argv)

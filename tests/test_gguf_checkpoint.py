@@ -1,4 +1,4 @@
-"""GGUF files (``nohair_jax.gguf_checkpoint``) against the reference, Hugging Face transformers.
+"""GGUF files (``nohair_jax.checkpoints.gguf_file``) against the reference, Hugging Face transformers.
 
 transformers reads GGUF files itself (``from_pretrained(folder, gguf_file=name)``, dequantizing with
 the same ``gguf`` package and undoing llama.cpp's q/k permutation with its own code), so it is the
@@ -50,7 +50,7 @@ from gguf import GGMLQuantizationType  # noqa: E402
 import nohair_jax as nh  # noqa: E402
 from nohair_jax import cli  # noqa: E402
 from nohair_jax.checkpoints import PACKAGED_MODELS, load_tokenizer, packaged_model_path  # noqa: E402
-from nohair_jax.gguf_checkpoint import GGUFFile, describe, gguf_tokenizer  # noqa: E402
+from nohair_jax.checkpoints.gguf_file import GGUFFile, describe, gguf_tokenizer  # noqa: E402
 from nohair_jax.language import greedy_continuation  # noqa: E402
 from nohair_jax.language import perplexity as language_perplexity  # noqa: E402
 
@@ -100,6 +100,7 @@ LAYER_NAMES = {
     "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
     "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
     "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
 }
 
 
@@ -161,13 +162,14 @@ def write_gguf(path: Path, hf_model=None, arch: str = "llama", *, weight_type: s
     if hf_model is not None:
         c = hf_model.config
         assert c.vocab_size == len(tokens)
-        head_dim = c.hidden_size // c.num_attention_heads
+        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         values = {
             "block_count": c.num_hidden_layers, "context_length": c.max_position_embeddings,
             "embedding_length": c.hidden_size, "feed_forward_length": c.intermediate_size,
             "attention.head_count": c.num_attention_heads, "attention.head_count_kv": c.num_key_value_heads,
             "attention.layer_norm_rms_epsilon": c.rms_norm_eps, "rope.freq_base": c.rope_parameters["rope_theta"],
-            "rope.dimension_count": head_dim, "vocab_size": c.vocab_size,
+            "rope.dimension_count": head_dim, "vocab_size": c.vocab_size, "attention.key_length": head_dim,
+            "attention.value_length": head_dim,
         }
         for key, value in values.items():
             if key not in skip_metadata:
@@ -437,6 +439,9 @@ MODELS = {
     "llama_gqa": ("LlamaForCausalLM", dict(SMALL, num_key_value_heads=2, rope_theta=5e4), "llama"),
     "llama_bias": ("LlamaForCausalLM", dict(SMALL, num_key_value_heads=1, attention_bias=True, mlp_bias=True), "llama"),
     "qwen2": ("Qwen2ForCausalLM", dict(SMALL, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=2e4), "qwen2"),
+    # Qwen3: heads of 128 features in a 64-wide model (128: transformers' GGUF reader does not read
+    # attention.key_length and takes Qwen3's default), RMSNorm on every head's q and k.
+    "qwen3": ("Qwen3ForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=128, rope_theta=2e4), "qwen3"),
     "llama_256": ("LlamaForCausalLM", dict(
         SIZES, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64), "llama"),
 }
@@ -498,7 +503,7 @@ def random_tokens(shape=(2, 24)) -> np.ndarray:
     return np.random.default_rng(0).integers(0, VOCAB_SIZE, shape)
 
 
-@pytest.mark.parametrize("name", ["llama_gqa", "llama_bias", "qwen2"])
+@pytest.mark.parametrize("name", ["llama_gqa", "llama_bias", "qwen2", "qwen3"])
 def test_synthetic_file_matches_transformers(hf_model, tmp_path, name):
     original = hf_model(name)
     path = write_gguf(tmp_path / f"{name}.gguf", original, MODELS[name][2])
@@ -518,7 +523,9 @@ def test_synthetic_file_matches_transformers(hf_model, tmp_path, name):
     c, cfg = original.config, model.config
     assert (cfg.n_heads, cfg.kv_heads, cfg.tied_embeddings, cfg.rope_theta, cfg.max_len) == (
         c.num_attention_heads, c.num_key_value_heads, c.tie_word_embeddings, c.rope_parameters["rope_theta"], 128)
-    assert (cfg.qkv_bias, cfg.bias) == {"llama_gqa": (None, False), "llama_bias": (None, True), "qwen2": (True, False)}[name]
+    assert (cfg.qkv_bias, cfg.bias) == {"llama_gqa": (None, False), "llama_bias": (None, True), "qwen2": (True, False),
+                                        "qwen3": (None, False)}[name]
+    assert (cfg.qk_norm, cfg.head_dim) == (name == "qwen3", getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
 
 
 @pytest.mark.parametrize("kind", TENSOR_TYPES)

@@ -1,3 +1,4 @@
+import dataclasses
 """The linear response against references that do not use jax.jvp: central finite differences and
 the full Jacobian (jax.jacfwd) in float64, and the window's closed-form reach."""
 
@@ -8,6 +9,7 @@ import pytest
 from flax import nnx
 
 from nohair_jax.jacobian import linear_response
+from nohair_jax.model import Probe
 
 P, T = 3, 12
 
@@ -16,6 +18,16 @@ def _pairs(seed: int, vocab: int = 64, n: int = 2, prompt_len: int = P, length: 
     rng = np.random.default_rng(seed)
     return (rng.integers(0, vocab, (n, prompt_len)), rng.integers(0, vocab, (n, prompt_len)),
             rng.integers(0, vocab, (n, length)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shift(Probe):
+    """h_0 + shift: a probe of the test's own (jacobian.py has its own)."""
+
+    shift: jax.Array | None = None
+
+    def embedding(self, x0):
+        return x0 + self.shift
 
 
 def _float64_states(model, tokens):
@@ -27,7 +39,7 @@ def _float64_states(model, tokens):
 
     def states(shift):
         full = jnp.pad(shift, ((0, T), (0, 0)))[None]
-        return model64(jnp.asarray(tokens)[None], embedding_shift=full).hidden[:, 0, -T:]
+        return model64(jnp.asarray(tokens)[None], probe=_Shift(shift=full)).hidden[:, 0, -T:]
     return model64, states
 
 

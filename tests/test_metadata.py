@@ -41,6 +41,12 @@ FAMILIES = {
     "qwen3": transformers.Qwen3Config(**SIZES, head_dim=10).to_dict(),
     "gpt_neox": transformers.GPTNeoXConfig(vocab_size=101, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
                                            num_attention_heads=3, rotary_pct=0.5).to_dict(),
+    "olmo2": transformers.Olmo2Config(**SIZES, pad_token_id=0, eos_token_id=1).to_dict(),
+    "phi3": transformers.Phi3Config(**SIZES, pad_token_id=0, eos_token_id=1, partial_rotary_factor=0.5).to_dict(),
+    "gemma2": transformers.Gemma2Config(**SIZES, head_dim=10, sliding_window=16).to_dict(),
+    "gemma3_text": transformers.Gemma3TextConfig(**SIZES, head_dim=10, sliding_window=16, rope_parameters=dict(
+        full_attention=dict(rope_type="linear", factor=4.0, rope_theta=1000.0),
+        sliding_attention=dict(rope_type="default", rope_theta=50.0))).to_dict(),
 }
 VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([2**31, 2**63, 10**30, 7, 25, 64]),
@@ -73,7 +79,7 @@ def _one_line(err: Exception) -> str:
     return message
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)
+@settings(max_examples=600, deadline=None, derandomize=True)
 @given(family=st.sampled_from(sorted(FAMILIES)), data=st.data())
 def test_every_key_of_every_family_gives_a_config_or_one_line(family, data):
     hf = copy.deepcopy(FAMILIES[family])
@@ -147,7 +153,7 @@ def test_the_schema_holds_every_key_the_loaders_read_and_lets_the_families_throu
 @pytest.fixture(scope="module")
 def smollm_metadata():
     from nohair_jax.checkpoints import packaged_model_path
-    from nohair_jax.gguf_checkpoint import open_gguf
+    from nohair_jax.checkpoints.gguf_file import open_gguf
 
     try:
         reader = open_gguf(packaged_model_path("smollm2-135m"))
@@ -163,7 +169,7 @@ class _Metadata(types.SimpleNamespace):
 
 def _gguf_rules() -> dict:
     """GGUF key (without the architecture) -> its rule: the config key's it becomes, or its own."""
-    from nohair_jax.gguf_checkpoint import GGUF_ONLY, OPTIONAL_METADATA, REQUIRED_METADATA
+    from nohair_jax.checkpoints.gguf_file import GGUF_ONLY, OPTIONAL_METADATA, REQUIRED_METADATA
 
     return {**{name: CONFIG_SCHEMA[key] for name, key in {**REQUIRED_METADATA, **OPTIONAL_METADATA}.items()},
             **GGUF_ONLY}
@@ -172,9 +178,11 @@ def _gguf_rules() -> dict:
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_gguf_key_gives_a_config_or_one_line(smollm_metadata, data):
-    from nohair_jax.gguf_checkpoint import hf_config
+    from nohair_jax.checkpoints.gguf_file import hf_config
 
-    arch = data.draw(st.sampled_from(["llama", "qwen2"]))  # the GGUF architectures the loader accepts
+    from nohair_jax.checkpoints.gguf_file import GGUF_ARCHITECTURES
+
+    arch = data.draw(st.sampled_from(sorted(GGUF_ARCHITECTURES)))  # every GGUF architecture the loader accepts
     fields = {(f"{arch}." + k.removeprefix("llama.") if k.startswith("llama.") else k): v
               for k, v in smollm_metadata.fields.items()}
     fields["general.architecture"], tensors = arch, smollm_metadata.tensors

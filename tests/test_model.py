@@ -21,6 +21,7 @@ from flax import nnx
 
 import nohair_jax as nh
 from nohair_jax.model import (
+    Probe, Sublayers,
     CPU_ROW_CHUNK, MLP, PromptLogitBias, Transformer, TransformerConfig, for_measurement, merge_stacked_blocks,
     split_stacked_blocks,
 )
@@ -31,7 +32,7 @@ from reference_forward import (
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
 def _jit_forward(graphdef, state, tokens, diagnostics, prompt_len):
-    return nnx.merge(graphdef, state)(tokens, diagnostics=diagnostics, prompt_len=prompt_len, sublayers=True)
+    return nnx.merge(graphdef, state)(tokens, diagnostics=diagnostics, prompt_len=prompt_len, probe=Sublayers())
 
 
 def forward(model, tokens, *, diagnostics=True, prompt_len=None):
@@ -54,8 +55,8 @@ def run_model(model, tokens, prompt_len):
         norm_scale=np.asarray(d.norm_scale),
         max_abs_logit=np.asarray(d.max_abs_logit),
         prompt_attention=None if d.prompt_attention is None else np.asarray(d.prompt_attention),
-        attn=np.asarray(out.sublayers[0]),
-        mlp=np.asarray(out.sublayers[1]),
+        attn=np.asarray(out.blocks[0]),
+        mlp=np.asarray(out.blocks[1]),
         dtypes={k: str(v.dtype) for k, v in (("logits", out.logits), ("hidden", out.hidden))},
     )
 
@@ -151,6 +152,34 @@ CASES = {
         ),
         2, 9, 3,
     ),
+    # Gemma 2 and 3: norms before and after each sublayer, GeGLU, a scaled embedding and logit scale,
+    # soft caps low enough to bite (logits of a few units), a window on layers 0 and 2 only, and Gemma 3's
+    # own RoPE base on those layers with QK-norm.
+    "gemma2_like": (
+        TransformerConfig(
+            vocab_size=13, d_model=12, n_heads=3, n_kv_heads=1, head_width=6, n_layers=3, d_mlp=20, mlp="geglu",
+            norm="rmsnorm", norm_placement="sandwich", position="rope", bias=False, embed_scale=12 ** 0.5,
+            attn_scale=0.3, attn_softcap=2.0, final_softcap=3.0, sliding_window=3, window_layers=(0, 2),
+        ),
+        2, 9, 3,
+    ),
+    "gemma3_like": (
+        TransformerConfig(
+            vocab_size=13, d_model=12, n_heads=2, head_width=8, n_layers=3, d_mlp=20, mlp="geglu", norm="rmsnorm",
+            norm_placement="sandwich", position="rope", rope_theta=1e4, local_rope_theta=10.0, bias=False,
+            qk_norm=True, sliding_window=4, window_layers=(0, 1), embed_scale=2.0, attn_scale=0.5,
+        ),
+        2, 9, 3,
+    ),
+    # OLMo 2: norms on the sublayers' outputs only, QK-norm over the whole projection (grouped heads).
+    "olmo2_like": (
+        TransformerConfig(
+            vocab_size=11, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=24, mlp="swiglu", norm="rmsnorm",
+            norm_placement="output", position="rope", bias=False, qk_norm=True, qk_norm_scope="projection",
+            tied_embeddings=False,
+        ),
+        2, 9, 2,
+    ),
     "qk_norm_rope_gqa": (
         TransformerConfig(
             vocab_size=11, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=24, mlp="swiglu",
@@ -240,7 +269,8 @@ def test_reference_sanity(case):
     batch, length = case["tokens"].shape
     assert want["hidden"].shape == (cfg.n_layers + 1, batch, length, cfg.d_model)
     assert want["logits"].shape == (batch, length, cfg.vocab_size)
-    assert want["norm_scale"].shape == (2 * cfg.n_layers + int(cfg.final_norm), batch, length)
+    per_block = 4 if cfg.norm_placement == "sandwich" else 2  # norms before and after each sublayer
+    assert want["norm_scale"].shape == (per_block * cfg.n_layers + int(cfg.final_norm), batch, length)
     assert want["max_abs_logit"].shape == (cfg.n_layers, batch)
     if case["prompt_len"] is not None:
         pa = want["prompt_attention"]
@@ -394,8 +424,8 @@ def test_jit_matches_eager_and_diagnostics_switches():
     # Diagnostics switches (eager): off -> None; on without prompt_len -> no prompt attention;
     # the forward pass itself does not depend on them.
     plain = _as_numpy(model(tokens))
-    assert plain.diagnostics is None and plain.sublayers is None
-    np.testing.assert_array_equal(_as_numpy(model(tokens, sublayers=True)).hidden, plain.hidden)
+    assert plain.diagnostics is None and plain.blocks is None
+    np.testing.assert_array_equal(_as_numpy(model(tokens, probe=Sublayers())).hidden, plain.hidden)
     no_prompt = _as_numpy(model(tokens, diagnostics=True))
     assert no_prompt.diagnostics.prompt_attention is None
     assert no_prompt.diagnostics.norm_scale.shape == (cfg.n_norms, 2, 9)
@@ -447,9 +477,9 @@ def _cfg(**kw):
     "kwargs, match",
     [
         (dict(d_model=30, n_heads=4), r"d_model=30\b"),
-        (dict(mlp="geglu"), r"geglu"),
+        (dict(mlp="reglu"), r"reglu"),
         (dict(norm="batchnorm"), r"batchnorm"),
-        (dict(norm_placement="sandwich"), r"sandwich"),
+        (dict(norm_placement="middle"), r"middle"),
         (dict(position="xpos"), r"xpos"),
         (dict(sliding_window=0), r"sliding_window.*\b0\b"),
         (dict(sliding_window=2.5), r"sliding_window.*2\.5"),
@@ -461,7 +491,7 @@ def _cfg(**kw):
         (dict(vocab_size=-2), r"-2"),
         (dict(rotary_fraction=0.0), r"rotary_fraction.*\b0\.0\b"),
         (dict(d_model=16, n_heads=4, position="rope", rotary_fraction=0.75), r"rotated features, got 3"),
-        (dict(parallel_residual=True, norm_placement="post"), r"parallel_residual needs norm_placement='pre'"),
+        (dict(parallel_residual=True, norm_placement="post"), r"parallel_residual needs the norms before or after the sublayers"),
         (dict(head_width=0), r"head_width.*\b0\b"),
     ],
 )
@@ -558,13 +588,16 @@ def test_build_installs_the_drawn_parameters():
         assert not np.allclose(value, 0.0) and not np.allclose(value, 1.0), name
 
 
-def test_blocks_are_traced_once_whatever_the_depth():
+@pytest.mark.parametrize("per_layer", [{}, dict(position="rope", sliding_window=3, window_layers=(0,),
+                                                 local_rope_theta=100.0, norm_placement="sandwich")])
+def test_blocks_are_traced_once_whatever_the_depth(per_layer):
     """The blocks run as one scanned step: the traced program (and so compile time) does not grow
-    with depth. Unrolled, 6 layers would hold three times the matrix products of 2."""
+    with depth. Unrolled, 6 layers would hold three times the matrix products of 2. Gemma 3's settings
+    per layer (a window on some layers, their own RoPE) are arrays scanned with the blocks."""
     counts = []
     for depth in (2, 6):
-        model = Transformer(TransformerConfig(vocab_size=16, d_model=16, n_heads=2, n_layers=depth, max_len=8),
-                            rngs=nnx.Rngs(0))
+        model = Transformer(TransformerConfig(vocab_size=16, d_model=16, n_heads=2, n_layers=depth, max_len=8,
+                                              **per_layer), rngs=nnx.Rngs(0))
         graphdef, state = nnx.split(model)
         jaxpr = jax.make_jaxpr(lambda s, x: nnx.merge(graphdef, s)(x).logits)(state, jnp.zeros((1, 8), jnp.int32))
         counts.append(str(jaxpr).count("dot_general"))
@@ -588,13 +621,17 @@ def test_stacked_blocks_give_the_same_model():
     assert not np.array_equal(np.asarray(merge_stacked_blocks(graphdef, rest, shuffled)(tokens).hidden), np.asarray(want))
 
 
-def test_read_hidden_is_each_layers_stream_read_as_it_is_computed():
-    """``read_hidden=f`` gives f of every h_l, l = 0..L, stacked: what f of the full stack gives."""
+class _NormsAndLast(Probe):
+    def read(self, x):  # a pytree of two arrays
+        return jnp.linalg.norm(x, axis=-1), x[:, -1]
+
+
+def test_a_probes_read_is_each_layers_stream_read_as_it_is_computed():
+    """A probe's ``read`` gives f of every h_l, l = 0..L, stacked: what f of the full stack gives."""
     cfg, model = _small_model(position="rope", n_layers=3)
     tokens = jnp.asarray(random_tokens(cfg, 2, 9, seed=5))
     full = model(tokens)
-    read = lambda x: (jnp.linalg.norm(x, axis=-1), x[:, -1])  # noqa: E731  a pytree of two arrays
-    got = model(tokens, read_hidden=read)
+    got = model(tokens, probe=_NormsAndLast())
     norms, last = got.hidden
     assert norms.shape == (4, 2, 9) and last.shape == (4, 2, cfg.d_model)
     np.testing.assert_allclose(norms, np.linalg.norm(np.asarray(full.hidden, np.float64), axis=-1), rtol=1e-6)

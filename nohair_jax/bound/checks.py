@@ -24,6 +24,7 @@ from nohair_jax import relay
 from nohair_jax.bound.conditions import BoundNotApplicable, explicit_bounds, measure_conditions
 from nohair_jax.bound.records import BoundRow, ExplicitCheck, NotApplicable, ShapeCheck
 from nohair_jax.bound.render import bound_set_figure
+from nohair_jax.checks import real_array
 from nohair_jax.fit import FitRefused, fit_or_refuse, summary_curve
 from nohair_jax.model import Transformer
 from nohair_jax.offsets import prompt_pair_offsets
@@ -43,7 +44,11 @@ def shape_check(t, l2, prompt_len: int, *, n_boot: int = 1000, seed: int = 0) ->
     factor that best lays the relay shape on the mean curve in the window (least squares in log
     space). A layer that cannot be fitted is a ``FitRefused``.
     """
+    l2 = _offsets("l2", l2)
     length, depth = l2.shape[-1], l2.shape[1] - 1
+    t = real_array("t", t)
+    if t.shape != (length,) or not np.array_equal(t, np.arange(1, length + 1)):
+        raise ValueError(f"t must be the positions 1..T = 1..{length} of l2, got shape {t.shape}")
     t_min = max(2, length // 16)
     window = np.asarray(t) >= t_min
     t = np.asarray(t, np.float64)[window]  # from here on only the window (log t = 0 at t = 1)
@@ -76,7 +81,14 @@ def explicit_check(l2, recursion, closed) -> list[ExplicitCheck]:
     ``t_margin`` where it is attained (None if nowhere); ``holds`` = measured <= bound at every t.
     The same with ``_closed`` for the closed form, where it applies (``t >= t0``).
     """
-    worst = np.asarray(l2, np.float64).max(axis=0)
+    l2 = _offsets("l2", l2)
+    if not np.isfinite(l2).all():
+        raise ValueError("l2 holds non-finite offsets")
+    recursion, closed = (real_array(name, x).astype(np.float64) for name, x in (("recursion", recursion), ("closed", closed)))
+    for name, x in (("recursion", recursion), ("closed", closed)):
+        if x.shape != l2.shape[1:]:
+            raise ValueError(f"{name} must have shape [L+1, T] = {l2.shape[1:]} (as l2), got shape {x.shape}")
+    worst = l2.max(axis=0)
     results = []
     for layer in range(1, worst.shape[0]):
         entry = {"layer": layer}
@@ -90,6 +102,14 @@ def explicit_check(l2, recursion, closed) -> list[ExplicitCheck]:
             entry["holds" + suffix] = bool((worst[layer][covered] <= bound[covered]).all())
         results.append(ExplicitCheck(**entry))
     return results
+
+
+def _offsets(name: str, l2) -> np.ndarray:
+    """Offsets ``[n_pairs, L+1, T]`` (n_pairs, L, T >= 1) as float64, or ValueError/TypeError naming them."""
+    l2 = real_array(name, l2).astype(np.float64)
+    if l2.ndim != 3 or l2.shape[0] < 1 or l2.shape[1] < 2 or l2.shape[2] < 1:
+        raise ValueError(f"{name} must have shape [n_pairs, L+1, T] with n_pairs, L, T >= 1, got shape {l2.shape}")
+    return l2
 
 
 def check_bound(
@@ -145,5 +165,5 @@ def check_row(checked: dict) -> BoundRow:
     """A ``BoundRow`` of a ``check_bound`` summary."""
     cond, depth = checked["conditions"], checked["model"]["n_layers"]
     return BoundRow(depth=depth, failures=cond["failures"], logit_bound=cond["logit_bound"],
-                sigma_min_over_floor=min(cond["sigma_min"][: 2 * depth]) / cond["floor"],
+                sigma_min_over_floor=min(cond["sigma_min"][: len(cond["block_norms"]) * depth]) / cond["floor"],
                 explicit=checked["explicit"], shape=checked["shape"])

@@ -37,7 +37,7 @@ class BoundNotApplicable(ValueError):
 class BoundConditions:
     """What the bound is stated in, measured on one model and one set of prompt pairs.
 
-    Norms are listed in forward order: (attention, MLP) per block, then the final norm if any;
+    Norms are listed in forward order: each block's ``norm_names()``, then the final norm if any;
     only the block norms enter the bound (``h_L`` is taken before the final norm).
 
     logit_bound:    [L] ``B_l``, the largest ``|q.k| / sqrt(d_head)`` over heads, causal pairs,
@@ -53,6 +53,8 @@ class BoundConditions:
     alibi, sliding_window, qk_norm: the architecture contrasts (docs/contrasts.md) the model has;
                     ``sliding_window`` only where it is shorter than the pairs' sequences.
     parallel_residual: GPT-NeoX's parallel block, which the derivation does not cover.
+    attn_scale:     the logit scale where it is not 1 / sqrt(d_head) (Gemma's), else None.
+    attn_softcap:   the soft cap c of the attention logits (Gemma 2's), else None: B < c by construction.
     """
 
     prompt_len: int
@@ -74,6 +76,8 @@ class BoundConditions:
     sliding_window: int | None = None
     qk_norm: bool = False
     parallel_residual: bool = False
+    attn_scale: float | None = None
+    attn_softcap: float | None = None
 
     @property
     def n_layers(self) -> int:
@@ -85,11 +89,30 @@ class BoundConditions:
         in the norm's denominator dominates: the norm no longer normalises, its input is near zero."""
         return math.sqrt(self.norm_eps)
 
+    def block_norm_names(self) -> tuple[str, ...]:
+        """The norms of one block in forward order, as ``sigma_min`` lists them."""
+        return {"output": ("attention output", "MLP output"),
+                "sandwich": ("attention", "attention output", "MLP", "MLP output")}.get(self.norm_placement,
+                                                                                     ("attention", "MLP"))
+
+    def notes(self) -> list[str]:
+        """What the architecture guarantees that a reader of B should know."""
+        if self.attn_softcap is None:
+            return []
+        return [f"attention logits soft-capped at {self.attn_softcap:g}: c tanh(logit / c), so B < {self.attn_softcap:g} "
+                "by construction (and, c tanh(z / c) being 1-Lipschitz, no constant of the derivation grows)"]
+
     def _architecture(self) -> list[tuple[str, bool]]:
         """(reason, whether it breaks a condition of the theorem) for each part of the architecture
         the explicit bound is not derived for."""
         reasons = []
-        if self.norm_placement != "pre":
+        if self.norm_placement in ("output", "sandwich"):
+            reasons.append((f"norms on the sublayers' outputs (norm_placement={self.norm_placement!r}, OLMo 2's and "
+                            "Gemma's): the bound is derived for x + Attn(N(x)); here each sublayer's output is "
+                            "normalised before the residual add, which bounds what it adds, and the constants are not "
+                            "derived for it" + (" nor for attention that reads the unnormalised stream"
+                                               if self.norm_placement == "output" else ""), False))
+        elif self.norm_placement != "pre":
             reasons.append((f"not pre-LN (norm_placement={self.norm_placement!r}): the bound is derived for blocks "
                             "x + Attn(N(x)), x' + MLP(N(x')); post-LN normalises the residual stream itself", True))
         if self.prompt_logit_bias:
@@ -108,6 +131,9 @@ class BoundConditions:
             reasons.append(("parallel residual (GPT-NeoX): the bound is derived for blocks x' = x + Attn(N(x)), "
                             "x' + MLP(N(x')) in sequence; in x + Attn(N(x)) + MLP(N(x)) the MLP reads the block's "
                             "input, and the constants are not derived for it", False))
+        if self.attn_scale is not None:
+            reasons.append((f"attention logits scaled by {self.attn_scale:.4g}, not 1/sqrt(d_head) = "
+                            f"{self.head_dim ** -0.5:.4g}: the constants are derived for the latter", False))
         return reasons
 
     def not_derived(self) -> list[str]:
@@ -120,9 +146,11 @@ class BoundConditions:
         for layer, value in enumerate(self.logit_bound, start=1):
             if not np.isfinite(value):
                 reasons.append(f"layer {layer}: the largest |logit| is {value}, not finite")
-        for k, value in enumerate(self.sigma_min[: 2 * self.n_layers]):
+        names = self.block_norm_names()
+        for k, value in enumerate(self.sigma_min[: len(names) * self.n_layers]):
             if not value > self.floor:
-                reasons.append(f"{_norm_name(k)} norm: input scale floor sigma_min = {value:.3g} is not above "
+                layer, part = divmod(k, len(names))
+                reasons.append(f"layer {layer + 1} {names[part]} norm: input scale floor sigma_min = {value:.3g} is not above "
                                f"sqrt(eps) = {self.floor:.3g}")
         return reasons
 
@@ -140,12 +168,8 @@ class BoundConditions:
 
     def to_dict(self) -> dict:
         """Plain data for JSON, with the failures and the floor."""
-        return {**dataclasses.asdict(self), "floor": self.floor, "failures": self.failures()}
-
-
-def _norm_name(k: int) -> str:
-    layer, part = divmod(k, 2)
-    return f"layer {layer + 1} {('attention', 'MLP')[part]}"
+        return {**dataclasses.asdict(self), "floor": self.floor, "failures": self.failures(),
+                "not_derived": self.not_derived(), "notes": self.notes(), "block_norms": list(self.block_norm_names())}
 
 
 def _pair_conditions(model: Transformer, a: jax.Array, b: jax.Array, c: jax.Array):
@@ -183,14 +207,15 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
     cfg = model.config
     a, b, c = check_pairs(cfg, prompts_a, prompts_b, continuations)
     if a.shape[1] != b.shape[1]:
-        raise ValueError(f"the bound compares prompts of equal length, got P_a={a.shape[1]} and P_b={b.shape[1]}")
+        raise ValueError(f"the bound compares prompts_a and prompts_b of equal length, got P_a={a.shape[1]} and P_b={b.shape[1]}")
     prompt_len = a.shape[1]
     hidden, scales, logits = map_pairs(_pair_conditions, model, a, b, c)
     hidden = hidden.astype(np.float64)  # [n, L+1, 2, P, D]: the prompt offsets in float64
     offsets = np.linalg.norm(hidden[:, :, 0] - hidden[:, :, 1], axis=-1).max(axis=-1)  # [n, L+1]
 
     blocks = list(model.blocks)
-    norms = [n for blk in blocks for n in (blk.attn_norm, blk.mlp_norm)]
+    norms = [n for blk in blocks for n in (blk.attn_norm, blk.attn_out_norm, blk.mlp_norm, blk.mlp_out_norm)
+             if n is not None]
     if model.final_norm is not None:
         norms.append(model.final_norm)
     linear = {name: [getattr(blk.attn, name) for blk in blocks] for name in ATTENTION_WEIGHTS}
@@ -217,6 +242,8 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
         sliding_window=cfg.sliding_window if (cfg.sliding_window or math.inf) < prompt_len + c.shape[1] else None,
         qk_norm=cfg.qk_norm,
         parallel_residual=cfg.parallel_residual,
+        attn_scale=cfg.attn_scale,
+        attn_softcap=cfg.attn_softcap,
     )
 
 
@@ -224,7 +251,7 @@ def coefficients(cond: BoundConditions) -> tuple[np.ndarray, np.ndarray]:
     """Block coefficients ``a [L]``, ``b [L]`` (dimensionless) from the measured conditions.
 
     Raises ``BoundNotApplicable`` where the derivation does not cover the model (``not_derived``:
-    post-LN, a prompt logit bias, ALiBi, a sliding window, QK-norm) or a constant is infinite (an infinite logit, a norm input of scale exactly 0).
+    post-LN, a prompt logit bias, ALiBi, a sliding window, QK-norm, output norms, a parallel block, another logit scale) or a constant is infinite (an infinite logit, a norm input of scale exactly 0).
     A floor below ``sqrt(eps)`` is reported by ``failures()`` but still gives a (huge) valid bound.
     """
     if cond.not_derived():

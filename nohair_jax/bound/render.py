@@ -15,16 +15,18 @@ from nohair_jax.results import load_json, save_figure
 def report(summary: dict) -> str:
     """The conditions and both checks of a ``bound.json`` as a readable table."""
     cond = summary["conditions"]
-    depth = len(cond["logit_bound"])
+    depth, names = len(cond["logit_bound"]), cond["block_norms"]
     fmt = lambda values: " ".join(_number(v) for v in values)  # noqa: E731
     lines = [
         "conditions of the theorem (pre-LN, bounded logits, norm inputs away from zero):",
         f"  pre-LN: {cond['norm_placement'] == 'pre'}    prompt logit bias: {cond['prompt_logit_bias']}    mlp: {cond['mlp']}",
         f"  B_l (largest |logit|), layers 1..{depth}: {fmt(cond['logit_bound'])}",
-        f"  sigma_min (attention, MLP norm per layer; floor sqrt(eps) = {cond['floor']:.3g}): "
-        + "; ".join(f"{a:.3g}, {m:.3g}" for a, m in zip(cond["sigma_min"][0:2 * depth:2], cond["sigma_min"][1:2 * depth:2])),
+        f"  sigma_min ({', '.join(names)} norm per layer; floor sqrt(eps) = {cond['floor']:.3g}): "
+        + "; ".join(", ".join(f"{v:.3g}" for v in cond["sigma_min"][k:k + len(names)])
+                    for k in range(0, len(names) * depth, len(names))),
         f"  D_l (prompt offsets), layers 0..{depth}: {fmt(cond['prompt_offsets'])}",
         "  all conditions hold" if not cond["failures"] else "  FAILS: " + "\n         ".join(cond["failures"]),
+        *(f"  note: {note}" for note in cond["notes"]),
     ]
     explicit = explicit_from_saved(summary["explicit"])
     if "coefficients" in summary:

@@ -32,12 +32,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nohair_jax.checkpoints import ARCHITECTURES, CheckpointError, build_model, checked_config, tokenizer_or_warning
+from nohair_jax.checkpoints.build import build_model, checked_config
+from nohair_jax.checkpoints.families import ARCHITECTURES
+from nohair_jax.metadata import CheckpointError
 from nohair_jax.metadata import POSITIVE_INT, POSITIVE_NUMBER, TEXT, TOKENIZER_SCHEMA, check_config, check_values
 
 GGUF_MAGIC = b"GGUF"
 # Supported architectures (general.architecture) -> the Hugging Face model_type they load as.
-GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
+GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
 # Tensor types read (dequantized with gguf.quants); each is tested against transformers.
 GGUF_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
@@ -51,6 +53,7 @@ GGUF_NAMES = {
     **{f"blk.{{i}}.attn_{n}.{kind}": f"layers.{{i}}.self_attn.{n}_proj.{kind}" for n in "qkv" for kind in ("weight", "bias")},
     **{f"blk.{{i}}.attn_output.{kind}": f"layers.{{i}}.self_attn.o_proj.{kind}" for kind in ("weight", "bias")},
     **{f"blk.{{i}}.ffn_{n}.{kind}": f"layers.{{i}}.mlp.{n}_proj.{kind}" for n in ("gate", "up", "down") for kind in ("weight", "bias")},
+    **{f"blk.{{i}}.attn_{n}_norm.weight": f"layers.{{i}}.self_attn.{n}_norm.weight" for n in "qk"},  # Qwen3
 }
 
 # GGUF metadata key (after "<architecture>.") -> Hugging Face config key, for the settings a file must have.
@@ -339,8 +342,7 @@ def load_gguf(path: str | Path, *, dtype: str | None = None, seq_len: int | None
     arch = _gguf_architecture(hf["model_type"])
     headers = {t.name: (path, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name) for t in reader.tensors}
     read = _reader_fn(reader, hf["model_type"], cfg.n_heads, cfg.kv_heads)
-    model = build_model(cfg, arch, headers, read, where, readable=GGUF_TYPES)
-    return model, tokenizer_or_warning(path)
+    return build_model(cfg, arch, headers, read, where, readable=GGUF_TYPES)
 
 
 # ---------------------------------------------------------------------------------------------

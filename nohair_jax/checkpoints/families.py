@@ -1,0 +1,455 @@
+"""Checkpoint families: one key table and one config rule per Hugging Face ``model_type``.
+
+A key table maps each checkpoint tensor name (after the family's prefix) onto the parameters of
+``nohair_jax.model.Transformer`` (its docstring states the layout); a config rule turns the family's
+``config.json`` (a dict; a GGUF file's metadata becomes one) into a ``TransformerConfig``, refusing by
+name every setting the model does not compute. ``ARCHITECTURES`` lists the families that load;
+docs/checkpoints.md shows the tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from nohair_jax.config import RopeScaling, TransformerConfig
+from nohair_jax.metadata import CheckpointError
+
+CONFIG_FILE = "config.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# Key tables: checkpoint name (after the architecture's prefix) -> [(model state path, convert)].
+# ``{i}`` stands for the layer index. A convert turns the checkpoint tensor into the model's array
+# with numpy views (transpose, slice), so the shape checks can run it on zero-stride stand-ins.
+
+
+def _same(x):
+    return x
+
+
+def _transpose(x):
+    """torch ``Linear.weight`` [out, in] -> flax kernel [in, out]."""
+    return x.T
+
+
+def _third(i: int) -> Callable:
+    """GPT-2's fused ``c_attn`` [..., 3 D] -> its i-th part [..., D] (q, k, v in that order)."""
+
+    def part(x):
+        n = x.shape[-1] // 3
+        return x[..., i * n : (i + 1) * n]
+
+    return part
+
+
+# GPT-2's Conv1D weights are stored (in, out) already: no transposes.
+GPT2_KEYS: dict[str, tuple[tuple[str, Callable], ...]] = {
+    "wte.weight": (("embed.embedding", _same),),
+    "wpe.weight": (("pos_embed.embedding", _same),),
+    "h.{i}.ln_1.weight": (("blocks.{i}.attn_norm.scale", _same),),
+    "h.{i}.ln_1.bias": (("blocks.{i}.attn_norm.bias", _same),),
+    "h.{i}.attn.c_attn.weight": tuple((f"blocks.{{i}}.attn.{n}.kernel", _third(j)) for j, n in enumerate("qkv")),
+    "h.{i}.attn.c_attn.bias": tuple((f"blocks.{{i}}.attn.{n}.bias", _third(j)) for j, n in enumerate("qkv")),
+    "h.{i}.attn.c_proj.weight": (("blocks.{i}.attn.o.kernel", _same),),
+    "h.{i}.attn.c_proj.bias": (("blocks.{i}.attn.o.bias", _same),),
+    "h.{i}.ln_2.weight": (("blocks.{i}.mlp_norm.scale", _same),),
+    "h.{i}.ln_2.bias": (("blocks.{i}.mlp_norm.bias", _same),),
+    "h.{i}.mlp.c_fc.weight": (("blocks.{i}.mlp.up.kernel", _same),),
+    "h.{i}.mlp.c_fc.bias": (("blocks.{i}.mlp.up.bias", _same),),
+    "h.{i}.mlp.c_proj.weight": (("blocks.{i}.mlp.down.kernel", _same),),
+    "h.{i}.mlp.c_proj.bias": (("blocks.{i}.mlp.down.bias", _same),),
+    "ln_f.weight": (("final_norm.scale", _same),),
+    "ln_f.bias": (("final_norm.bias", _same),),
+    "lm_head.weight": (("lm_head.kernel", _transpose),),
+}
+
+LLAMA_KEYS: dict[str, tuple[tuple[str, Callable], ...]] = {
+    "embed_tokens.weight": (("embed.embedding", _same),),
+    "layers.{i}.input_layernorm.weight": (("blocks.{i}.attn_norm.scale", _same),),
+    "layers.{i}.post_attention_layernorm.weight": (("blocks.{i}.mlp_norm.scale", _same),),
+    **{
+        f"layers.{{i}}.self_attn.{n}_proj.{kind}": ((f"blocks.{{i}}.attn.{n}.{target}", convert),)
+        for n in "qkvo"
+        for kind, target, convert in (("weight", "kernel", _transpose), ("bias", "bias", _same))
+    },
+    **{
+        f"layers.{{i}}.mlp.{n}_proj.{kind}": ((f"blocks.{{i}}.mlp.{n}.{target}", convert),)
+        for n in ("gate", "up", "down")
+        for kind, target, convert in (("weight", "kernel", _transpose), ("bias", "bias", _same))
+    },
+    "norm.weight": (("final_norm.scale", _same),),
+    "lm_head.weight": (("lm_head.kernel", _transpose),),
+}
+
+
+# Qwen3: Llama's names and an RMSNorm on every head's q and k.
+QWEN3_KEYS = {
+    **LLAMA_KEYS,
+    "layers.{i}.self_attn.q_norm.weight": (("blocks.{i}.attn.q_norm.scale", _same),),
+    "layers.{i}.self_attn.k_norm.weight": (("blocks.{i}.attn.k_norm.scale", _same),),
+}
+
+
+def _plus_one(x):
+    """Gemma's RMSNorm weight w -> the gain 1 + w it multiplies by (added in float64: a bfloat16 w + 1
+    would round)."""
+    return np.asarray(x, np.float64) + 1.0
+
+
+def _rows(start: int, stop: int) -> Callable:
+    """A fused torch ``Linear.weight`` [out, in] -> the flax kernel [in, stop - start] of rows start .. stop - 1."""
+
+    def part(x):
+        return x[start:stop].T
+
+    return part
+
+
+# Gemma 2 and 3: Llama's projections; four norms per block whose weights hold gain - 1; Gemma 3's QK-norm.
+GEMMA_KEYS = {
+    **{key: targets for key, targets in LLAMA_KEYS.items() if "layernorm" not in key and key != "norm.weight"},
+    **{f"{name}.weight": ((f"{target}.scale", _plus_one),) for name, target in (
+        ("layers.{i}.input_layernorm", "blocks.{i}.attn_norm"),
+        ("layers.{i}.post_attention_layernorm", "blocks.{i}.attn_out_norm"),
+        ("layers.{i}.pre_feedforward_layernorm", "blocks.{i}.mlp_norm"),
+        ("layers.{i}.post_feedforward_layernorm", "blocks.{i}.mlp_out_norm"),
+        ("layers.{i}.self_attn.q_norm", "blocks.{i}.attn.q_norm"),
+        ("layers.{i}.self_attn.k_norm", "blocks.{i}.attn.k_norm"),
+        ("norm", "final_norm"))},
+}
+
+# OLMo 2: Llama's projections; a norm on each sublayer's output (none on its input); QK-norm over the projection.
+OLMO2_KEYS = {
+    **{key: targets for key, targets in QWEN3_KEYS.items() if "layernorm" not in key},
+    "layers.{i}.post_attention_layernorm.weight": (("blocks.{i}.attn_out_norm.scale", _same),),
+    "layers.{i}.post_feedforward_layernorm.weight": (("blocks.{i}.mlp_out_norm.scale", _same),),
+}
+
+
+def phi3_keys(cfg: TransformerConfig) -> dict[str, tuple[tuple[str, Callable], ...]]:
+    """Phi-3's key table: Llama's, with q, k, v fused in ``qkv_proj`` (rows q, then k, then v) and gate and up
+    in ``gate_up_proj`` (rows gate, then up)."""
+    q, kv, width = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.mlp_width
+    return {
+        **{key: targets for key, targets in LLAMA_KEYS.items() if not re.search(r"\.(q|k|v|gate|up)_proj\.", key)},
+        "layers.{i}.self_attn.qkv_proj.weight": (("blocks.{i}.attn.q.kernel", _rows(0, q)),
+                                                 ("blocks.{i}.attn.k.kernel", _rows(q, q + kv)),
+                                                 ("blocks.{i}.attn.v.kernel", _rows(q + kv, q + 2 * kv))),
+        "layers.{i}.mlp.gate_up_proj.weight": (("blocks.{i}.mlp.gate.kernel", _rows(0, width)),
+                                               ("blocks.{i}.mlp.up.kernel", _rows(width, 2 * width))),
+    }
+
+
+def _neox_part(j: int, n_heads: int) -> Callable:
+    """GPT-NeoX's fused ``query_key_value`` [3 D, ...] -> its j-th part (q, k, v) [D, ...], a flax kernel
+    (transposed) for the weight: the rows are laid out per head, (q, k, v) of head 0, then of head 1, ..."""
+
+    def part(x):
+        rows = x.reshape(n_heads, 3, -1, *x.shape[1:])[:, j].reshape(-1, *x.shape[1:])
+        return rows.T if rows.ndim == 2 else rows
+
+    return part
+
+
+def neox_keys(cfg: TransformerConfig) -> dict[str, tuple[tuple[str, Callable], ...]]:
+    """GPT-NeoX's (Pythia's) key table: its fused q, k, v split per head needs the config's head count."""
+    linear = lambda name, target: {  # noqa: E731
+        f"layers.{{i}}.{name}.weight": ((f"blocks.{{i}}.{target}.kernel", _transpose),),
+        f"layers.{{i}}.{name}.bias": ((f"blocks.{{i}}.{target}.bias", _same),)}
+    norm = lambda name, target: {  # noqa: E731
+        f"{name}.weight": ((f"{target}.scale", _same),), f"{name}.bias": ((f"{target}.bias", _same),)}
+    return {
+        "embed_in.weight": (("embed.embedding", _same),),
+        **norm("layers.{i}.input_layernorm", "blocks.{i}.attn_norm"),
+        **norm("layers.{i}.post_attention_layernorm", "blocks.{i}.mlp_norm"),
+        **{f"layers.{{i}}.attention.query_key_value.{kind}": tuple(
+            (f"blocks.{{i}}.attn.{n}.{target}", _neox_part(j, cfg.n_heads)) for j, n in enumerate("qkv"))
+           for kind, target in (("weight", "kernel"), ("bias", "bias"))},
+        **linear("attention.dense", "attn.o"),
+        **linear("mlp.dense_h_to_4h", "mlp.up"),
+        **linear("mlp.dense_4h_to_h", "mlp.down"),
+        **norm("final_layer_norm", "final_norm"),
+        "embed_out.weight": (("lm_head.kernel", _transpose),),
+    }
+
+
+def _expand(table: dict, n_layers: int) -> dict[str, tuple[tuple[str, Callable], ...]]:
+    """A key table with ``{i}`` written out for layers 0 .. n_layers - 1."""
+    out = {}
+    for key, targets in table.items():
+        for i in range(n_layers) if "{i}" in key else (None,):
+            out[key.format(i=i)] = tuple((path.format(i=i), convert) for path, convert in targets)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs: Hugging Face config.json (a dict) -> TransformerConfig, refusing what we do not compute.
+
+
+def _get(settings: dict, key: str):
+    """settings[key], or CheckpointError naming the key (config.json lacks a setting we need)."""
+    if settings.get(key) is None:
+        raise CheckpointError(f"{CONFIG_FILE} has no {key!r}")
+    return settings[key]
+
+
+def _refuse(*checks: tuple[bool, str]) -> None:
+    """CheckpointError naming every setting whose check is true (settings we do not compute)."""
+    problems = [message for bad, message in checks if bad]
+    if problems:
+        raise CheckpointError(f"unsupported settings in {CONFIG_FILE}: " + "; ".join(problems))
+
+
+GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def _gpt2_limit(hf: dict) -> tuple[int, str]:
+    return _get(hf, "n_positions"), "its learned position table (n_positions)"
+
+
+def _gpt2_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    activation = hf.get("activation_function", "gelu_new")
+    _refuse(
+        (activation not in GPT2_ACTIVATIONS, f"activation_function={activation!r} (supported: {sorted(GPT2_ACTIVATIONS)})"),
+        (bool(hf.get("scale_attn_by_inverse_layer_idx")), "scale_attn_by_inverse_layer_idx=true"),
+        (not hf.get("scale_attn_weights", True), "scale_attn_weights=false"),
+        (bool(hf.get("add_cross_attention")), "add_cross_attention=true"),
+    )
+    return TransformerConfig(
+        vocab_size=_get(hf, "vocab_size"), d_model=_get(hf, "n_embd"), n_heads=_get(hf, "n_head"),
+        n_layers=_get(hf, "n_layer"), d_mlp=hf.get("n_inner"), mlp=GPT2_ACTIVATIONS[activation], norm="layernorm",
+        norm_eps=hf.get("layer_norm_epsilon", 1e-5), position="learned", max_len=max_len,
+        tied_embeddings=hf.get("tie_word_embeddings", True), bias=True, dtype=dtype,
+    )
+
+
+def _rope_params(hf: dict) -> dict:
+    """RoPE settings in one dict, from either layout: transformers >= 5 writes ``rope_parameters``
+    (theta inside), older configs a top-level ``rope_theta`` and ``rope_scaling`` (``type`` for
+    ``rope_type``)."""
+    params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    params.setdefault("rope_theta", hf.get("rope_theta", 10000.0))
+    params.setdefault("rope_type", params.get("type", "default"))
+    params.setdefault("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0))
+    return params
+
+
+def _rope_checks(hf: dict, partial_rotary: bool = False) -> tuple[tuple[bool, str], ...]:
+    """What a family's RoPE settings may not hold; ``partial_rotary``: whether the family turns only part
+    of each head (Phi-3 may), else a ``partial_rotary_factor`` below 1 is refused."""
+    params = _rope_params(hf)
+    kind, partial = params["rope_type"], params["partial_rotary_factor"]
+    return (
+        (kind not in ("default", "linear", "llama3"), f"rope type {kind!r} (supported: default, linear, llama3)"),
+        (partial != 1.0 and not partial_rotary, f"partial_rotary_factor={partial} (supported for phi3, gpt_neox)"),
+        (any(isinstance(v, dict) for v in params.values()), "RoPE settings per layer type"),
+    )
+
+
+def _rope(hf: dict) -> tuple[float, RopeScaling | None]:
+    """(rope_theta, scaling) of a config that passed ``_rope_checks``."""
+    params = _rope_params(hf)
+    theta, kind = params["rope_theta"], params["rope_type"]
+    if kind == "default":
+        return theta, None
+    if kind == "linear":
+        return theta, RopeScaling("linear", _get(params, "factor"))
+    return theta, RopeScaling(
+        "llama3", _get(params, "factor"), _get(params, "low_freq_factor"), _get(params, "high_freq_factor"),
+        params.get("original_max_position_embeddings", _get(hf, "max_position_embeddings")),
+    )
+
+
+def _sliding_window(hf: dict) -> tuple[int | None, bool]:
+    """(the attention window if any layer uses one, whether every layer does). Mistral: ``sliding_window``
+    on every layer; Qwen2: only with ``use_sliding_window``, on the layers ``layer_types`` marks."""
+    if hf.get("layer_types"):
+        kinds = set(hf["layer_types"])
+        active, everywhere = "sliding_attention" in kinds, kinds == {"sliding_attention"}
+    else:
+        active = hf.get("use_sliding_window", True)
+        everywhere = hf["model_type"] in ("mistral", "phi3")
+    window = hf.get("sliding_window") if active else None
+    return window, everywhere
+
+
+def _context_limit(hf: dict) -> tuple[int, str]:
+    return _get(hf, "max_position_embeddings"), "its context (max_position_embeddings)"
+
+
+def _llama_limit(hf: dict) -> tuple[int, str]:
+    limit = _get(hf, "max_position_embeddings")
+    window, everywhere = _sliding_window(hf)
+    if window is not None and window < limit and not everywhere:
+        return window, (f"its sliding attention window of {window} tokens on some layers only, which this project "
+                        "does not compute (one window on every layer, as Mistral's, it does)")
+    return limit, "its context (max_position_embeddings)"
+
+
+def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    """Llama, Mistral, Qwen2, Qwen3, and the base of OLMo 2's and Phi-3's."""
+    d_model, n_heads = _get(hf, "hidden_size"), _get(hf, "num_attention_heads")
+    head_dim = hf.get("head_dim") or d_model // n_heads
+    if head_dim == 0:
+        raise CheckpointError(f"{CONFIG_FILE}: hidden_size {d_model} is smaller than num_attention_heads {n_heads}")
+    if hf["model_type"] == "qwen2":  # biases on q, k, v only
+        bias, qkv_bias = False, True
+    else:  # Llama's attention_bias covers q, k, v and o; mlp_bias the three MLP projections
+        bias, qkv_bias = bool(hf.get("attention_bias")), None
+    activation = hf.get("hidden_act", "silu")
+    _refuse(
+        (activation != "silu", f"hidden_act={activation!r} (supported: 'silu')"),
+        (
+            hf["model_type"] == "llama" and bool(hf.get("mlp_bias")) != bias,
+            f"attention_bias={hf.get('attention_bias')} with mlp_bias={hf.get('mlp_bias')} (they must agree)",
+        ),
+        *_rope_checks(hf, partial_rotary=hf["model_type"] == "phi3"),
+    )
+    theta, scaling = _rope(hf)
+    window, everywhere = _sliding_window(hf)
+    return TransformerConfig(
+        vocab_size=_get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
+        n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=_get(hf, "num_hidden_layers"),
+        d_mlp=_get(hf, "intermediate_size"), mlp="swiglu", norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6),
+        position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
+        tied_embeddings=hf.get("tie_word_embeddings", False), bias=bias, qkv_bias=qkv_bias, dtype=dtype,
+        sliding_window=window if everywhere and window is not None and window < max_len else None,
+        head_width=None if head_dim * n_heads == d_model else head_dim, qk_norm=hf["model_type"] == "qwen3",
+        rotary_fraction=_rope_params(hf)["partial_rotary_factor"],
+    )
+
+
+def _olmo2_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    """OLMo 2: Llama's, with a norm on each sublayer's output instead of its input and QK-norm over the
+    whole q and k projections."""
+    _refuse((bool(hf.get("attention_bias")), "attention_bias=true (OLMo 2's MLP has no biases: not built)"))
+    return dataclasses.replace(_llama_config(hf, dtype, max_len), norm_placement="output", qk_norm=True,
+                               qk_norm_scope="projection")
+
+
+GEMMA_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")
+
+
+def _gemma_rope(hf: dict) -> tuple[float, RopeScaling | None, float | None]:
+    """(global RoPE base, its scaling, the window layers' own base or None): Gemma 3 gives RoPE per layer type,
+    as one mapping each in ``rope_parameters`` (transformers >= 5) or as ``rope_theta`` and ``rope_scaling``
+    for the global layers and ``rope_local_base_freq`` for the window layers."""
+    params = hf.get("rope_parameters") or {}
+    if isinstance(params.get("full_attention"), dict) or isinstance(params.get("sliding_attention"), dict):
+        full, local = params.get("full_attention") or {}, params.get("sliding_attention") or {}
+        kind = local.get("rope_type", "default")
+        _refuse((kind != "default", f"rope type {kind!r} on the sliding layers (supported: default)"),
+                *_rope_checks({"rope_parameters": full}))
+        theta, scaling = _rope({"rope_parameters": full, "max_position_embeddings": hf.get("max_position_embeddings")})
+        return theta, scaling, local.get("rope_theta", 10000.0)
+    _refuse(*_rope_checks(hf))
+    theta, scaling = _rope(hf)
+    return theta, scaling, hf.get("rope_local_base_freq", 10000.0) if hf["model_type"] == "gemma3_text" else None
+
+
+def _gemma_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    """Gemma 2 and 3: RMSNorm before and after each sublayer, GeGLU, the embedding times sqrt(d_model),
+    logits scaled by ``query_pre_attn_scalar^-1/2``, a sliding window on the layers ``layer_types`` marks;
+    Gemma 2's soft caps, Gemma 3's QK-norm and RoPE base of its own on the window layers."""
+    d_model, n_heads = _get(hf, "hidden_size"), _get(hf, "num_attention_heads")
+    activation = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
+    _refuse(
+        (activation not in GEMMA_ACTIVATIONS, f"hidden_activation={activation!r} (supported: {GEMMA_ACTIVATIONS})"),
+        (bool(hf.get("attention_bias")), "attention_bias=true"),
+        (bool(hf.get("use_bidirectional_attention")), "use_bidirectional_attention=true (not causal)"),
+    )
+    theta, scaling, local_theta = _gemma_rope(hf)
+    layer_types = hf.get("layer_types") or []
+    window = hf.get("sliding_window") if "sliding_attention" in layer_types else None
+    window_layers = tuple(l for l, kind in enumerate(layer_types) if kind == "sliding_attention") if window else None
+    head_dim = hf.get("head_dim") or d_model // n_heads
+    return TransformerConfig(
+        vocab_size=_get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
+        n_kv_heads=hf.get("num_key_value_heads") or n_heads, head_width=head_dim, n_layers=_get(hf, "num_hidden_layers"),
+        d_mlp=_get(hf, "intermediate_size"), mlp="geglu", norm="rmsnorm", norm_placement="sandwich",
+        norm_eps=hf.get("rms_norm_eps", 1e-6), position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
+        tied_embeddings=hf.get("tie_word_embeddings", True), bias=False, dtype=dtype, embed_scale=d_model ** 0.5,
+        attn_scale=hf.get("query_pre_attn_scalar", head_dim) ** -0.5, attn_softcap=hf.get("attn_logit_softcapping"),
+        final_softcap=hf.get("final_logit_softcapping"), sliding_window=window, window_layers=window_layers,
+        local_rope_theta=local_theta if window_layers else None, qk_norm=hf["model_type"] == "gemma3_text",
+    )
+
+
+NEOX_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                    "relu": "relu"}
+
+
+def _neox_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    """GPT-NeoX (Pythia): a parallel block (``use_parallel_residual``, or GPT-2's order), RoPE on the first
+    ``rotary_pct`` (``partial_rotary_factor``) of each head, LayerNorm with biases, an untied output."""
+    activation = hf.get("hidden_act", "gelu")
+    params = _rope_params(dict(hf, rope_theta=hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)),
+                               partial_rotary_factor=hf.get("partial_rotary_factor", hf.get("rotary_pct", 0.25))))
+    kind = params["rope_type"]
+    _refuse(
+        (activation not in NEOX_ACTIVATIONS, f"hidden_act={activation!r} (supported: {sorted(NEOX_ACTIVATIONS)})"),
+        (kind != "default", f"rope type {kind!r} (supported for gpt_neox: default)"),
+        (not hf.get("attention_bias", True), "attention_bias=false"),
+    )
+    return TransformerConfig(
+        vocab_size=_get(hf, "vocab_size"), d_model=_get(hf, "hidden_size"), n_heads=_get(hf, "num_attention_heads"),
+        n_layers=_get(hf, "num_hidden_layers"), d_mlp=_get(hf, "intermediate_size"), mlp=NEOX_ACTIVATIONS[activation],
+        norm="layernorm", norm_eps=hf.get("layer_norm_eps", 1e-5), position="rope", rope_theta=params["rope_theta"],
+        rotary_fraction=params["partial_rotary_factor"], max_len=max_len, bias=True,
+        tied_embeddings=hf.get("tie_word_embeddings", False), parallel_residual=hf.get("use_parallel_residual", True),
+        dtype=dtype,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """How one Hugging Face ``model_type`` maps onto ``Transformer``.
+
+    limit: hf config -> (longest sequence the model computes exactly, why).
+    config: (hf config, dtype, max_len) -> TransformerConfig.
+    keys: the key table (checkpoint names without ``prefix``), or a function of the model's config to it.
+    ignored: checkpoint names that are not weights: attention-mask buffers, cached rotary
+      frequencies, and the output embedding of a tied model (a copy of the input embedding).
+    prefix: what a ``*ForCausalLM`` puts before the base model's names (``lm_head`` has none).
+    """
+
+    limit: Callable[[dict], tuple[int, str]]
+    config: Callable[[dict, str, int], TransformerConfig]
+    keys: dict | Callable[[TransformerConfig], dict]
+    ignored: str
+    prefix: str
+
+
+GPT2 = Architecture(
+    _gpt2_limit, _gpt2_config, GPT2_KEYS, ignored=r"h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight", prefix="transformer."
+)
+LLAMA = Architecture(
+    _llama_limit, _llama_config, LLAMA_KEYS,
+    ignored=r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|lm_head\.weight", prefix="model.",
+)
+QWEN3 = dataclasses.replace(LLAMA, keys=QWEN3_KEYS)
+GPT_NEOX = Architecture(
+    _context_limit, _neox_config, neox_keys,
+    ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)", prefix="gpt_neox.",
+)
+OLMO2 = dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS)
+PHI3 = dataclasses.replace(LLAMA, keys=phi3_keys)
+GEMMA = dataclasses.replace(LLAMA, limit=_context_limit, config=_gemma_config, keys=GEMMA_KEYS)
+ARCHITECTURES = {"gpt2": GPT2, "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA, "qwen3": QWEN3, "gpt_neox": GPT_NEOX,
+                 "olmo2": OLMO2, "phi3": PHI3, "gemma2": GEMMA, "gemma3_text": GEMMA}
+
+
+def architecture(hf: dict) -> Architecture:
+    """The ``Architecture`` of a config's ``model_type``; CheckpointError naming it if unsupported."""
+    kind = hf.get("model_type")
+    if kind not in ARCHITECTURES:
+        names = ", ".join(hf.get("architectures") or [])
+        raise CheckpointError(
+            f"model_type {kind!r}{f' ({names})' if names else ''} is not supported; "
+            f"supported: {', '.join(sorted(ARCHITECTURES))}"
+        )
+    return ARCHITECTURES[kind]
