@@ -92,6 +92,7 @@ CONFIG_SCHEMA: dict[str, Rule] = {
     "attention_bias": BOOL,
     "mlp_bias": BOOL,
     "use_sliding_window": BOOL,
+    "max_window_layers": _or_null(Rule("a non-negative integer", lambda v: _int(v) and v >= 0)),
     "scale_attn_by_inverse_layer_idx": BOOL,
     "scale_attn_weights": BOOL,
     "add_cross_attention": BOOL,

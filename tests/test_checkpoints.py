@@ -53,6 +53,10 @@ MODELS = {
         **LLAMA_SIZES, num_key_value_heads=1, attention_bias=True, mlp_bias=True,
         rope_scaling=dict(rope_type="linear", factor=4.0))),
     "qwen2": ("Qwen2ForCausalLM", transformers.Qwen2Config(**LLAMA_SIZES, num_key_value_heads=1, tie_word_embeddings=True)),
+    # Qwen2's window on some layers: from max_window_layers = 1 on (layers 2 and 3), 16 tokens under 40.
+    "qwen2_window": ("Qwen2ForCausalLM", transformers.Qwen2Config(**LLAMA_SIZES, num_key_value_heads=1,
+                                                                  use_sliding_window=True, sliding_window=16,
+                                                                  max_window_layers=1)),
     "mistral": ("MistralForCausalLM", transformers.MistralConfig(**LLAMA_SIZES, num_key_value_heads=1, sliding_window=None)),
     # A window of 16 under the 40-token test sequences: transformers' own sliding-window mask.
     "mistral_window": ("MistralForCausalLM", transformers.MistralConfig(**LLAMA_SIZES, num_key_value_heads=1,
@@ -402,15 +406,17 @@ def test_lengths_beyond_positions_or_sliding_window(saved, tmp_path):
     hf, folder = saved("mistral_window")
     cfg = nh.load_checkpoint(folder, seq_len=64)[0].config
     assert (cfg.sliding_window, cfg.max_len) == (16, hf.config.max_position_embeddings)
-    # A window on some layers only (Qwen2's layer_types) is not: the window is the limit.
+    # A window on some layers only (Qwen2's layer_types, or max_window_layers without them) is computed too.
     folder = tmp_path / "window"
     shutil.copytree(saved("qwen2")[1], folder)
     config = json.loads((folder / "config.json").read_text())
-    layer_types = ["full_attention", "sliding_attention", "full_attention"]
-    (folder / "config.json").write_text(json.dumps({**config, "sliding_window": 16, "use_sliding_window": True,
-                                                    "layer_types": layer_types}))
-    assert nh.load_checkpoint(folder, seq_len=16)[0].config.max_len == 16
-    assert "sliding attention window of 16 tokens on some layers only" in _error(folder, seq_len=17)
+    for marks in (dict(layer_types=["full_attention", "sliding_attention", "full_attention"]), dict(max_window_layers=2)):
+        settings = {k: v for k, v in config.items() if k != "layer_types"}
+        (folder / "config.json").write_text(json.dumps({**settings, "sliding_window": 16, "use_sliding_window": True,
+                                                        **marks}))
+        cfg = nh.load_checkpoint(folder, seq_len=64)[0].config
+        assert (cfg.sliding_window, cfg.window_layers, cfg.max_len) == (16, (1,) if "layer_types" in marks else (2,),
+                                                                      config["max_position_embeddings"])
 
 
 # ---------------------------------------------------------------------------------------------

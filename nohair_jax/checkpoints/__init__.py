@@ -94,8 +94,8 @@ def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: in
       (``hidden[L]`` before the final norm), and the ``tokenizers.Tokenizer`` or None. Its
       ``config.max_len`` is the longest sequence it computes exactly: the learned position table
       (GPT-2) or the context (``max_position_embeddings``); RoPE models run past it unchecked, as the
-      untrained ones do. A sliding window on every layer (Mistral) is the config's ``sliding_window``;
-      one on some layers only (Qwen2's ``max_window_layers``) limits ``max_len`` to the window.
+      untrained ones do. A sliding window on every layer (Mistral, Phi-3) is the config's
+      ``sliding_window``; one on some layers only (Qwen2's ``layer_types``, Gemma's) its ``window_layers`` too.
 
     Raises:
       CheckpointError (a ValueError): source, config or weights missing, an unsupported

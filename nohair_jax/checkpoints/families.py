@@ -264,30 +264,25 @@ def _rope(hf: dict) -> tuple[float, RopeScaling | None]:
     )
 
 
-def _sliding_window(hf: dict) -> tuple[int | None, bool]:
-    """(the attention window if any layer uses one, whether every layer does). Mistral: ``sliding_window``
-    on every layer; Qwen2: only with ``use_sliding_window``, on the layers ``layer_types`` marks."""
+def _sliding_window(hf: dict) -> tuple[int | None, tuple[int, ...] | None]:
+    """(the attention window or None, the layers it acts on or None for every layer). Mistral and Phi-3:
+    ``sliding_window`` on every layer; Qwen2: only with ``use_sliding_window``, on the layers ``layer_types``
+    marks "sliding_attention" (or, in a config without them, from ``max_window_layers`` on, as transformers
+    reads it)."""
+    n_layers = _get(hf, "num_hidden_layers")
     if hf.get("layer_types"):
-        kinds = set(hf["layer_types"])
-        active, everywhere = "sliding_attention" in kinds, kinds == {"sliding_attention"}
+        kinds = hf["layer_types"]
+    elif hf["model_type"] == "qwen2" and hf.get("use_sliding_window"):
+        kinds = ["sliding_attention" if l >= hf.get("max_window_layers", 28) else "full_attention" for l in range(n_layers)]
     else:
-        active = hf.get("use_sliding_window", True)
-        everywhere = hf["model_type"] in ("mistral", "phi3")
-    window = hf.get("sliding_window") if active else None
-    return window, everywhere
+        kinds = ["sliding_attention"] * n_layers if hf.get("use_sliding_window", True) else []
+    layers = tuple(l for l, kind in enumerate(kinds) if kind == "sliding_attention")
+    window = hf.get("sliding_window") if layers else None
+    return window, None if window is None or len(layers) == n_layers else layers
 
 
 def _context_limit(hf: dict) -> tuple[int, str]:
     return _get(hf, "max_position_embeddings"), "its context (max_position_embeddings)"
-
-
-def _llama_limit(hf: dict) -> tuple[int, str]:
-    limit = _get(hf, "max_position_embeddings")
-    window, everywhere = _sliding_window(hf)
-    if window is not None and window < limit and not everywhere:
-        return window, (f"its sliding attention window of {window} tokens on some layers only, which this project "
-                        "does not compute (one window on every layer, as Mistral's, it does)")
-    return limit, "its context (max_position_embeddings)"
 
 
 def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
@@ -310,14 +305,15 @@ def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
         *_rope_checks(hf, partial_rotary=hf["model_type"] == "phi3"),
     )
     theta, scaling = _rope(hf)
-    window, everywhere = _sliding_window(hf)
+    window, layers = _sliding_window(hf)
     return TransformerConfig(
         vocab_size=_get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
         n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=_get(hf, "num_hidden_layers"),
         d_mlp=_get(hf, "intermediate_size"), mlp="swiglu", norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6),
         position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
         tied_embeddings=hf.get("tie_word_embeddings", False), bias=bias, qkv_bias=qkv_bias, dtype=dtype,
-        sliding_window=window if everywhere and window is not None and window < max_len else None,
+        sliding_window=window if window is not None and window < max_len else None,
+        window_layers=layers if window is not None and window < max_len else None,
         head_width=None if head_dim * n_heads == d_model else head_dim, qk_norm=hf["model_type"] == "qwen3",
         rotary_fraction=_rope_params(hf)["partial_rotary_factor"],
     )
@@ -428,7 +424,7 @@ GPT2 = Architecture(
     _gpt2_limit, _gpt2_config, GPT2_KEYS, ignored=r"h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight", prefix="transformer."
 )
 LLAMA = Architecture(
-    _llama_limit, _llama_config, LLAMA_KEYS,
+    _context_limit, _llama_config, LLAMA_KEYS,
     ignored=r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|lm_head\.weight", prefix="model.",
 )
 QWEN3 = dataclasses.replace(LLAMA, keys=QWEN3_KEYS)
@@ -438,7 +434,7 @@ GPT_NEOX = Architecture(
 )
 OLMO2 = dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS)
 PHI3 = dataclasses.replace(LLAMA, keys=phi3_keys)
-GEMMA = dataclasses.replace(LLAMA, limit=_context_limit, config=_gemma_config, keys=GEMMA_KEYS)
+GEMMA = dataclasses.replace(LLAMA, config=_gemma_config, keys=GEMMA_KEYS)
 ARCHITECTURES = {"gpt2": GPT2, "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA, "qwen3": QWEN3, "gpt_neox": GPT_NEOX,
                  "olmo2": OLMO2, "phi3": PHI3, "gemma2": GEMMA, "gemma3_text": GEMMA}
 
