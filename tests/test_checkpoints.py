@@ -186,7 +186,12 @@ def float32_is_float64():
         torch.set_default_dtype(default)
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+# One model per family and feature in float64 (the float32 test runs every one): the untied, plain and
+# sequential variants of a family add no mapping of their own.
+FLOAT64_MODELS = [name for name in MODELS if name not in ("gpt2_untied", "mistral", "qwen2", "neox_sequential")]
+
+
+@pytest.mark.parametrize("name", FLOAT64_MODELS)
 def test_float64_parity_with_transformers(name, tmp_path):
     """Every family in float64 on both sides (``float32_is_float64``): every layer, the final norm and the
     logits within 1e-10 relative (float64 rounding is ~1e-16; the float32 test above cannot see a

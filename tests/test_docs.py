@@ -54,3 +54,13 @@ def test_every_public_function_names_its_arguments():
         if missing or not doc:
             undocumented[name] = missing
     assert not undocumented, undocumented
+
+
+def test_every_subpackage_is_in_the_wheel():
+    """pyproject.toml lists its packages by name: a subpackage missing from the list installs with
+    ``pip install -e`` (the tests' and the README's install) but not from a wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "nohair_jax").rglob("__init__.py")}
+    assert found and found <= listed, sorted(found - listed)

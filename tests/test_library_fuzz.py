@@ -399,33 +399,33 @@ MODEL_SPECS = [
          lambda prompts_a, prompts_b, continuations, kl_positions: nh.prompt_pair_offsets(
              MODELS.learned, prompts_a, prompts_b, continuations, kl_positions=kl_positions),
          lambda: _pair_args() | dict(kl_positions=np.array([1, 3, 5])), PAIR_KINDS | dict(kl_positions="kl_t"),
-         _offsets_ok, examples=40, optional=("kl_positions",)),
+         _offsets_ok, examples=24, optional=("kl_positions",)),
     Spec("measure_noise_floor", lambda prompts_a, prompts_b, continuations: measure_noise_floor(
         MODELS.learned, prompts_a, prompts_b, continuations, n_pairs=1), _pair_args, PAIR_KINDS,
          lambda r, a: _check(r.shape == (LAYERS + 1, _n_t(a)[1]) and _finite(r) and (r >= 0).all(), r.shape),
-         examples=20),
+         examples=12),
     Spec("sweep_offsets", lambda prompts_a, prompts_b, continuations: sweep_offsets(
         [MODELS.learned, MODELS.learned2], prompts_a, prompts_b, continuations), _pair_args, PAIR_KINDS,
-         lambda r, a: _check(len(r) == 2 and all(_offsets_ok(o, a) for o in r), r), examples=20),
+         lambda r, a: _check(len(r) == 2 and all(_offsets_ok(o, a) for o in r), r), examples=12),
     Spec("direct_relay_split", lambda prompts_a, prompts_b, continuations: nh.direct_relay_split(
         MODELS.rope, prompts_a, prompts_b, continuations), _pair_args, PAIR_KINDS,
-         lambda r, a: _check(all(_per_pair(x, a) for x in (r.total, r.direct, r.relay)), r), examples=20),
+         lambda r, a: _check(all(_per_pair(x, a) for x in (r.total, r.direct, r.relay)), r), examples=12),
     Spec("linear_response", lambda prompts_a, prompts_b, continuations: nh.linear_response(
         MODELS.rope, prompts_a, prompts_b, continuations, n_random=1), _pair_args, PAIR_KINDS,
-         lambda r, a: _check(all(_per_pair(x, a) for x in (r.along_pair, r.frobenius)), r), examples=20),
+         lambda r, a: _check(all(_per_pair(x, a) for x in (r.along_pair, r.frobenius)), r), examples=12),
     Spec("measure_conditions", lambda prompts_a, prompts_b, continuations: nh.measure_conditions(
         MODELS.rope, prompts_a, prompts_b, continuations), _pair_args, PAIR_KINDS,
          lambda r, a: _check(r.logit_bound.shape == (LAYERS,) and r.prompt_offsets.shape == (LAYERS + 1,)
-                             and _finite(r.logit_bound, r.sigma_min, r.prompt_offsets), r), examples=20),
+                             and _finite(r.logit_bound, r.sigma_min, r.prompt_offsets), r), examples=12),
     Spec("sink_attention", lambda tokens: sink_attention(MODELS.learned, tokens), lambda: dict(tokens=_pair_args()["continuations"]),
          dict(tokens="ids"),
-         lambda r, a: _check(r.shape == (LAYERS, 2) and _finite(r) and (r >= 0).all() and (r <= 1 + 1e-6).all(), r), examples=20),
+         lambda r, a: _check(r.shape == (LAYERS, 2) and _finite(r) and (r >= 0).all() and (r <= 1 + 1e-6).all(), r), examples=12),
     Spec("key_attention", lambda tokens: key_attention(MODELS.learned, tokens), lambda: dict(tokens=_pair_args()["continuations"]),
          dict(tokens="ids"),
          lambda r, a: _check(r.shape == (LAYERS, *np.shape(a["tokens"])[:1], 2, *np.shape(a["tokens"])[1:]) and _finite(r), r.shape),
-         examples=20),
+         examples=12),
     Spec("Transformer.__call__", lambda tokens: MODELS.learned(tokens), lambda: dict(tokens=_pair_args()["continuations"]),
-         dict(tokens="raw_ids"), _forward_ok, examples=25),
+         dict(tokens="raw_ids"), _forward_ok, examples=15),
 ]
 
 
