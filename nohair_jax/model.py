@@ -468,11 +468,10 @@ class Transformer(nnx.Module):
         them on the host.
         """
         probe = Probe() if probe is None else probe
-        tokens = token_ids(tokens)
-        x0, rope = self.embed_tokens(tokens)
+        x0, rope = self.embed_tokens(tokens)  # checks the tokens (``token_ids``)
+        layers = self.layer_settings(x0.shape[1], x0.dtype)
         x0 = probe.embedding(x0)
         block_def = nnx.graphdef(self.blocks[0])
-        layers = self.layer_settings(tokens.shape[1], x0.dtype)
         local_rope = layers.pop("local_rope", None)
 
         def step(x, inputs):
