@@ -41,6 +41,9 @@ BOOL = Rule("true or false", lambda v: isinstance(v, bool))
 TEXT = Rule("a string", lambda v: isinstance(v, str))
 TEXTS = Rule("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
 MAPPING = Rule("an object (a mapping)", lambda v: isinstance(v, dict))
+# GGUF's window pattern: a flag per layer, or a window on every layer but each n-th.
+WINDOW_PATTERN = Rule("a positive integer or a list of true/false", lambda v: (_int(v) and v > 0) or (
+    isinstance(v, list) and all(isinstance(x, bool) for x in v)))
 
 
 def _or_null(rule: Rule) -> Rule:
@@ -111,12 +114,13 @@ ROPE_SCHEMA: dict[str, Rule] = {
 }
 
 # A GGUF file's tokenizer arrays (``tokenizer.ggml.*``): the vocabulary, its merges ("a b": two tokens
-# joined by one space) and each token's type.
+# joined by one space; byte-level BPE), each token's score (SentencePiece) and type.
 TOKENIZER_SCHEMA: dict[str, Rule] = {
     "tokens": Rule("a list of strings", lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)),
     "merges": Rule("a list of strings 'a b' (two tokens, a space between)", lambda v: isinstance(v, list) and all(
         isinstance(x, str) and len(x.split(" ", 1)) == 2 and all(x.split(" ", 1)) for x in v)),
     "token_type": Rule("a list of integers", lambda v: isinstance(v, list) and all(_int(x) for x in v)),
+    "scores": Rule("a list of finite numbers", lambda v: isinstance(v, list) and all(_number(x) for x in v)),
 }
 
 

@@ -31,7 +31,6 @@ import json
 import os
 import re
 import traceback
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -50,169 +49,21 @@ from gguf import GGMLQuantizationType  # noqa: E402
 import nohair_jax as nh  # noqa: E402
 from nohair_jax import cli  # noqa: E402
 from nohair_jax.checkpoints import PACKAGED_MODELS, load_tokenizer, packaged_model_path  # noqa: E402
-from nohair_jax.checkpoints.gguf_file import GGUFFile, describe, gguf_tokenizer  # noqa: E402
+from nohair_jax.checkpoints.gguf_file import GGUFFile, describe  # noqa: E402
+from nohair_jax.checkpoints.gguf_tokenizer import gguf_tokenizer  # noqa: E402
 from nohair_jax.language import greedy_continuation  # noqa: E402
 from nohair_jax.language import perplexity as language_perplexity  # noqa: E402
+from gguf_writer import K_QUANTS, SP_VOCAB_SIZE, TENSOR_TYPES, VOCAB_SIZE, byte_vocab, write_gguf  # noqa: E402
 
 TOLERANCE = 1e-4
-
-# ---------------------------------------------------------------------------------------------
-# Writing GGUF files as llama.cpp's converter (convert_hf_to_gguf.py) does.
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table: printable Latin-1 bytes stand for themselves,
-    the others are moved to U+0100 on (so a space is "Ġ", a newline "Ċ")."""
-    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, moved = {}, 0
-    for b in range(256):
-        if b in kept:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + moved)
-            moved += 1
-    return table
-
-
-# A few merges, chosen so that the splits differ: digit runs (gpt2 keeps " 1234" whole, llama3
-# cuts runs of 3, qwen2 and smollm single digits), spaces before digits, newlines, "'s".
-BYTE_MERGES = ("Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "Ġ Ġ", "ĠĠ Ġ", "Ċ Ċ", "' s", "1 2", "12 3", "123 4", "Ġ 1")
-CONTROL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-NORMAL, CONTROL = 1, 3  # llama.cpp's token types
-
-
-def byte_vocab() -> tuple[list[str], list[str], list[int]]:
-    """(tokens, merges, token types) of a tiny byte-level BPE: the 256 byte characters (id = byte),
-    one token per merge, then the control tokens."""
-    chars = bytes_to_unicode()
-    tokens = [chars[b] for b in range(256)] + [m.replace(" ", "") for m in BYTE_MERGES] + list(CONTROL_TOKENS)
-    types = [NORMAL] * (len(tokens) - len(CONTROL_TOKENS)) + [CONTROL] * len(CONTROL_TOKENS)
-    return tokens, list(BYTE_MERGES), types
-
-
-VOCAB_SIZE = len(byte_vocab()[0])
-
-# Hugging Face name -> llama.cpp's (its tensor_mapping.py), written out here rather than read from
-# the code under test.
-TOP_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-             "lm_head.weight": "output.weight"}
-LAYER_NAMES = {
-    "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
-    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-}
-
-
-def gguf_name(hf_name: str) -> str:
-    if hf_name in TOP_NAMES:
-        return TOP_NAMES[hf_name]
-    layer, module, kind = re.fullmatch(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)", hf_name).groups()
-    return f"blk.{layer}.{LAYER_NAMES[module]}.{kind}"
-
-
-def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
-    """llama.cpp's reordering of a Llama q or k projection's rows ([out, ...]): each head's two RoPE
-    halves interleaved (LlamaModel.permute in convert_hf_to_gguf.py)."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-QUANTIZED = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")  # gguf.quants.quantize writes these
-# K-quants, which gguf can only dequantize: the byte offsets of each block's float16 scales
-# (gguf/quants.py, dequantize_blocks: Q2_K d, dmin after 16 scale and 64 quant bytes; Q3_K d after
-# 32 + 64 + 12; Q4_K and Q5_K d, dmin first; Q6_K d after 128 + 64 + 16), and the largest
-# |quant x sub-block scale| of the type, so that the weights come out at most about 0.1.
-K_QUANTS = {"Q2_K": ((80, 82), 15 * 3), "Q3_K": ((108,), 32 * 4), "Q4_K": ((0, 2), 63 * 15),
-            "Q5_K": ((0, 2), 63 * 31), "Q6_K": ((208,), 128 * 32)}
-TENSOR_TYPES = ("F32", "F16", "BF16", *QUANTIZED, *K_QUANTS)
-
-
-def random_blocks(kind: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
-    """Valid blocks of a K-quant for a [rows, cols] tensor, as bytes [rows, cols / 256 * block bytes]:
-    random bytes with the float16 scale fields overwritten by small finite values."""
-    block, size = gguf.GGML_QUANT_SIZES[GGMLQuantizationType[kind]]
-    offsets, largest = K_QUANTS[kind]
-    blocks = rng.integers(0, 256, (shape[0] * shape[1] // block, size), dtype=np.uint8)
-    for at in offsets:
-        scale = rng.uniform(0.5, 1.0, (len(blocks), 1)) * 0.1 / largest
-        blocks[:, at : at + 2] = scale.astype(np.float16).view(np.uint8)
-    return blocks.reshape(shape[0], shape[1] // block * size)
-
-
-def encode_tensor(x: np.ndarray, kind: str, name: str):
-    """(array, raw_dtype) for GGUFWriter.add_tensor: ``x`` [out, in] stored as ``kind``."""
-    qtype = GGMLQuantizationType[kind]
-    if kind in K_QUANTS:
-        return random_blocks(kind, x.shape, np.random.default_rng(zlib.crc32(name.encode()))), qtype
-    return gguf.quants.quantize(x, qtype), qtype  # F32 and F16 as such, the others as bytes
-
-
-def write_gguf(path: Path, hf_model=None, arch: str = "llama", *, weight_type: str = "F32", pre: str = "gpt2",
-               architecture: str | None = None, drop=(), replace=None, skip_metadata=(), tokenizer_model: str = "gpt2") -> Path:
-    """A GGUF file of a transformers Llama or Qwen2 model (or of the tokenizer alone), as llama.cpp writes it.
-
-    arch: "llama" (q and k rows permuted) or "qwen2" (not); ``architecture`` overrides the name
-    written (general.architecture and the metadata prefix). ``weight_type``: the type of every 2-D
-    weight (norms stay F32). ``drop``: GGUF tensor names left out; ``replace``: name -> (array,
-    raw_dtype or None) written instead; ``skip_metadata``: keys (after the prefix) left out.
-    """
-    tokens, merges, types = byte_vocab()
-    name = architecture or arch
-    writer = gguf.GGUFWriter(str(path), name)  # writes general.architecture
-    if hf_model is not None:
-        c = hf_model.config
-        assert c.vocab_size == len(tokens)
-        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-        values = {
-            "block_count": c.num_hidden_layers, "context_length": c.max_position_embeddings,
-            "embedding_length": c.hidden_size, "feed_forward_length": c.intermediate_size,
-            "attention.head_count": c.num_attention_heads, "attention.head_count_kv": c.num_key_value_heads,
-            "attention.layer_norm_rms_epsilon": c.rms_norm_eps, "rope.freq_base": c.rope_parameters["rope_theta"],
-            "rope.dimension_count": head_dim, "vocab_size": c.vocab_size, "attention.key_length": head_dim,
-            "attention.value_length": head_dim,
-        }
-        for key, value in values.items():
-            if key not in skip_metadata:
-                (writer.add_float32 if isinstance(value, float) else writer.add_uint32)(f"{name}.{key}", value)
-    writer.add_string("tokenizer.ggml.model", tokenizer_model)
-    writer.add_string("tokenizer.ggml.pre", pre)
-    writer.add_array("tokenizer.ggml.tokens", tokens)
-    writer.add_array("tokenizer.ggml.merges", merges)
-    writer.add_array("tokenizer.ggml.token_type", types)
-    writer.add_uint32("tokenizer.ggml.bos_token_id", tokens.index("<|endoftext|>"))
-    writer.add_uint32("tokenizer.ggml.eos_token_id", tokens.index("<|endoftext|>"))
-    replace = dict(replace or {})
-    for hf_name, tensor in (hf_model.state_dict().items() if hf_model is not None else ()):
-        if hf_name == "lm_head.weight" and hf_model.config.tie_word_embeddings:
-            continue  # llama.cpp writes no output.weight for a tied model
-        g = gguf_name(hf_name)
-        if g in drop:
-            continue
-        if g in replace:
-            data, raw = replace.pop(g)
-            writer.add_tensor(g, data, raw_dtype=raw)
-            continue
-        x = tensor.detach().numpy().astype(np.float32)
-        if arch == "llama" and ".attn_q." in g:
-            x = llama_cpp_permute(x, hf_model.config.num_attention_heads)
-        elif arch == "llama" and ".attn_k." in g:
-            x = llama_cpp_permute(x, hf_model.config.num_key_value_heads)
-        data, raw = encode_tensor(x, weight_type if x.ndim == 2 else "F32", g)
-        writer.add_tensor(g, data, raw_dtype=raw)
-    assert not replace, f"no such tensors: {list(replace)}"
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
 
 # ---------------------------------------------------------------------------------------------
 # transformers as the reference.
 
 
-def hf_from_gguf(path: Path, dtype=torch.float32):
-    return transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype).eval()
+def hf_from_gguf(path: Path, dtype=torch.float32, **config):
+    """transformers' model of the file; ``config``: settings given to it over what it reads."""
+    return transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype, **config).eval()
 
 
 def hf_tokenizer(path: Path):
@@ -224,7 +75,7 @@ def reference(model, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     before the final norm, logits). Its own ``hidden_states[L]`` has the final norm applied, so the
     last block's output is caught with a hook."""
     caught = {}
-    hook = model.model.layers[-1].register_forward_hook(
+    hook = model.base_model.layers[-1].register_forward_hook(
         lambda m, i, o: caught.setdefault("h", o[0] if isinstance(o, tuple) else o))
     with torch.no_grad():
         out = model(torch.as_tensor(tokens), output_hidden_states=True)
@@ -434,22 +285,48 @@ def test_smollm_describe_and_config(smollm):
 
 SIZES = dict(vocab_size=VOCAB_SIZE, num_hidden_layers=2, max_position_embeddings=128, rms_norm_eps=1e-5)
 SMALL = dict(SIZES, hidden_size=64, intermediate_size=96, num_attention_heads=4, head_dim=16)
-# name -> (class, config, arch). "llama_256" has rows of 256 (d_model 256, d_mlp 512), a whole K-quant block.
+GEMMA3_ROPE = {"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+# name -> (class, config, llama.cpp's architecture, what transformers is told when it reads the file: the
+# settings its GGUF reader leaves at the family's defaults, or None where it does not read the architecture).
+# "llama_256" has rows of 256 (d_model 256, d_mlp 512), a whole K-quant block.
+WINDOW = 16  # shorter than the 24 tokens of ``random_tokens``
 MODELS = {
-    "llama_gqa": ("LlamaForCausalLM", dict(SMALL, num_key_value_heads=2, rope_theta=5e4), "llama"),
-    "llama_bias": ("LlamaForCausalLM", dict(SMALL, num_key_value_heads=1, attention_bias=True, mlp_bias=True), "llama"),
-    "qwen2": ("Qwen2ForCausalLM", dict(SMALL, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=2e4), "qwen2"),
+    "llama_gqa": ("LlamaForCausalLM", dict(SMALL, num_key_value_heads=2, rope_theta=5e4), "llama", {}),
+    "llama_bias": ("LlamaForCausalLM", dict(SMALL, num_key_value_heads=1, attention_bias=True, mlp_bias=True), "llama", None),
+    "qwen2": ("Qwen2ForCausalLM", dict(SMALL, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=2e4), "qwen2", {}),
     # Qwen3: heads of 128 features in a 64-wide model (128: transformers' GGUF reader does not read
     # attention.key_length and takes Qwen3's default), RMSNorm on every head's q and k.
-    "qwen3": ("Qwen3ForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=128, rope_theta=2e4), "qwen3"),
+    "qwen3": ("Qwen3ForCausalLM", dict(SMALL, num_key_value_heads=2, head_dim=128, rope_theta=2e4), "qwen3", {}),
     "llama_256": ("LlamaForCausalLM", dict(
-        SIZES, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64), "llama"),
+        SIZES, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64), "llama", {}),
+    # Phi-3: fused qkv and gate_up, RoPE on half of each head, a window on every layer.
+    "phi3": ("Phi3ForCausalLM", dict(SMALL, vocab_size=SP_VOCAB_SIZE, num_key_value_heads=2, partial_rotary_factor=0.5, sliding_window=WINDOW,
+                                     pad_token_id=0, rope_theta=3e4), "phi3",
+             dict(rope_parameters=dict(rope_type="default", rope_theta=3e4, partial_rotary_factor=0.5), sliding_window=WINDOW,
+                  pad_token_id=0)),
+    # Gemma 2: four norms per block (stored as 1 + w), soft caps, a window on layer 0 (of every second layer);
+    # query_pre_attn_scalar the head size, as llama.cpp takes it.
+    "gemma2": ("Gemma2ForCausalLM", dict(SIZES, vocab_size=SP_VOCAB_SIZE, hidden_size=64, intermediate_size=96, num_attention_heads=2,
+                                         num_key_value_heads=1, head_dim=32, query_pre_attn_scalar=32, sliding_window=WINDOW,
+                                         attn_logit_softcapping=2.0, final_logit_softcapping=3.0), "gemma2",
+               dict(query_pre_attn_scalar=32, attn_logit_softcapping=2.0, final_logit_softcapping=3.0)),
+    # Gemma 3: six layers, the window on five (llama.cpp's pattern), RoPE base 10000 there and 1000 with linear
+    # scaling 4 on the full layer, QK-norm.
+    "gemma3": ("Gemma3ForCausalLM", dict(
+        SIZES, vocab_size=SP_VOCAB_SIZE, num_hidden_layers=6, hidden_size=64, intermediate_size=96, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=32, query_pre_attn_scalar=32, sliding_window=WINDOW, rope_parameters=GEMMA3_ROPE), "gemma3",
+               dict(query_pre_attn_scalar=32, rope_parameters=GEMMA3_ROPE)),
+    # OLMo 2: norms on the sublayers' outputs, QK-norm over the projections.
+    "olmo2": ("Olmo2ForCausalLM", dict(SMALL, num_key_value_heads=2, rope_theta=2e4), "olmo2", None),
+    # GPT-NeoX: parallel block, fused q, k, v per head, RoPE on a quarter of each head, LayerNorm with biases.
+    "gptneox": ("GPTNeoXForCausalLM", dict(SIZES, hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                                           rotary_pct=0.25, layer_norm_eps=1e-5), "gptneox", None),
 }
 
-
 def build(name: str):
-    cls, kwargs, _ = MODELS[name]
-    config = getattr(transformers, cls.replace("ForCausalLM", "Config"))(**kwargs)
+    cls, kwargs, *_ = MODELS[name]
+    config = getattr(transformers, cls.replace("ForCausalLM", "Config").replace("Gemma3Config", "Gemma3TextConfig"))(**kwargs)
     torch.manual_seed(0)
     model = getattr(transformers, cls)(config)
     with torch.no_grad():
@@ -503,29 +380,45 @@ def random_tokens(shape=(2, 24)) -> np.ndarray:
     return np.random.default_rng(0).integers(0, VOCAB_SIZE, shape)
 
 
-@pytest.mark.parametrize("name", ["llama_gqa", "llama_bias", "qwen2", "qwen3"])
+# What each file's config must read as, written out by hand (TransformerConfig fields).
+READ_AS = {
+    "llama_gqa": dict(n_kv_heads=2, bias=False, qkv_bias=None, tied_embeddings=False, rope_theta=5e4, head_dim=16),
+    "llama_bias": dict(n_kv_heads=1, bias=True, qkv_bias=None),
+    "qwen2": dict(n_kv_heads=2, bias=False, qkv_bias=True, tied_embeddings=True, rope_theta=2e4),
+    "qwen3": dict(qk_norm=True, head_dim=128, qk_norm_scope="head"),
+    "phi3": dict(sliding_window=WINDOW, window_layers=None, rotary_fraction=0.5, rope_theta=3e4, tied_embeddings=False),
+    "gemma2": dict(norm_placement="sandwich", mlp="geglu", window_layers=(0,), sliding_window=WINDOW, attn_softcap=2.0,
+                   final_softcap=3.0, attn_scale=32 ** -0.5, embed_scale=8.0, tied_embeddings=True, qk_norm=False),
+    "gemma3": dict(window_layers=(0, 1, 2, 3, 4), local_rope_theta=10000.0, rope_theta=1000.0, qk_norm=True,
+                   attn_softcap=None, final_softcap=None),
+    "olmo2": dict(norm_placement="output", qk_norm=True, qk_norm_scope="projection", n_kv_heads=2),
+    "gptneox": dict(parallel_residual=True, rotary_fraction=0.25, norm="layernorm", bias=True, tied_embeddings=False),
+}
+
+
+@pytest.mark.parametrize("name", list(READ_AS))
 def test_synthetic_file_matches_transformers(hf_model, tmp_path, name):
     original = hf_model(name)
-    path = write_gguf(tmp_path / f"{name}.gguf", original, MODELS[name][2])
+    _, _, arch, read_overrides = MODELS[name]
+    path = write_gguf(tmp_path / f"{name}.gguf", original, arch, tokenizer_model="llama" if arch in ("phi3", "gemma2", "gemma3") else "gpt2")
     model, tokenizer = nh.load_checkpoint(path)
     assert tokenizer is not None
     tokens = random_tokens()
-    # transformers reads no attention_bias / mlp_bias from a llama file (its config keeps the
-    # defaults, false, and it drops the 14 bias tensors), so for llama_bias the reference is the
-    # original model alone. The file holds its float32 weights exactly (q and k rows, biases
-    # included, permuted as llama.cpp's converter permutes them), so every model is checked
-    # against its original too.
-    references = {"original": original} if name == "llama_bias" else {"original": original, "file": hf_from_gguf(path)}
+    # The file holds the original's float32 weights exactly (changed only as llama.cpp's converter changes
+    # them), so every model is checked against its original. Where transformers reads the architecture, it
+    # is the reference on the file too, told the settings its GGUF reader leaves at their defaults (MODELS).
+    # It reads no attention_bias / mlp_bias from a llama file (it drops the 14 bias tensors), so llama_bias
+    # has the original alone; it reads no olmo2 or gptneox file.
+    references = {"original": original}
+    if read_overrides is not None:
+        references["file"] = hf_from_gguf(path, **read_overrides)
     for which, hf in references.items():
         errs = compare(model, hf, tokens)
         print(name, which, "max relative error", f"{max(errs.values()):.2e}")
         assert max(errs.values()) < TOLERANCE, (which, errs)
-    c, cfg = original.config, model.config
-    assert (cfg.n_heads, cfg.kv_heads, cfg.tied_embeddings, cfg.rope_theta, cfg.max_len) == (
-        c.num_attention_heads, c.num_key_value_heads, c.tie_word_embeddings, c.rope_parameters["rope_theta"], 128)
-    assert (cfg.qkv_bias, cfg.bias) == {"llama_gqa": (None, False), "llama_bias": (None, True), "qwen2": (True, False),
-                                        "qwen3": (None, False)}[name]
-    assert (cfg.qk_norm, cfg.head_dim) == (name == "qwen3", getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+    assert model.config.max_len == 128
+    for field, value in READ_AS[name].items():
+        assert getattr(model.config, field) == value, field
 
 
 @pytest.mark.parametrize("kind", TENSOR_TYPES)
@@ -622,11 +515,27 @@ def test_truncated_gguf(llama_file, tmp_path, where):
 
 
 def test_unknown_architecture_and_missing_metadata(hf_model, tmp_path):
-    path = write_gguf(tmp_path / "neox.gguf", hf_model("llama_gqa"), architecture="gptneox")
+    path = write_gguf(tmp_path / "bloom.gguf", hf_model("llama_gqa"), architecture="bloom")
     message = load_error(path)
-    assert f"{path}: architecture 'gptneox' is not supported; supported: llama, qwen2" in message and "\n" not in message
+    assert f"{path}: architecture 'bloom' is not supported; supported: llama, qwen2, qwen3, phi3, gemma2" in message
+    assert "\n" not in message
     path = write_gguf(tmp_path / "no_layers.gguf", hf_model("llama_gqa"), skip_metadata=("block_count",))
     assert f"{path} lacks metadata the model needs: llama.block_count" in load_error(path)
+
+
+def test_settings_llama_cpp_writes_that_are_not_computed_are_refused_by_name(hf_model, tmp_path):
+    # Llama 3.1's RoPE scaling (and Phi-3's longrope) as a tensor of frequency factors.
+    path = write_gguf(tmp_path / "freqs.gguf", hf_model("llama_gqa"), extra={"rope_freqs.weight": np.ones(8, np.float32)})
+    assert load_error(path) == (f"{path}: RoPE frequencies scaled by the tensor rope_freqs.weight (Llama 3.1's or "
+                                f"Phi-3's long-context RoPE) are not supported")
+    # A window pattern that does not cover the layers.
+    path = write_gguf(tmp_path / "pattern.gguf", hf_model("gemma2"), "gemma2", tokenizer_model="llama",
+                      metadata={"gemma2.attention.sliding_window_pattern": [True]})
+    assert load_error(path) == f"{path}: gemma2.attention.sliding_window_pattern has 1 entries for 2 layers"
+    # Biases on a Gemma's projections.
+    path = write_gguf(tmp_path / "bias.gguf", hf_model("gemma2"), "gemma2", tokenizer_model="llama",
+                      extra={f"blk.{i}.attn_q.bias": np.zeros(64, np.float32) for i in range(2)})
+    assert "attention_bias=true" in load_error(path)
 
 
 def test_unsupported_tensor_types(hf_model, tmp_path):
@@ -650,7 +559,7 @@ def test_missing_tensor(hf_model, tmp_path):
 
 
 def test_unsupported_tokenizer_loads_the_model_without_it(hf_model, tmp_path):
-    cases = (("something-else", "gpt2", "split 'something-else'"), ("default", "llama", "'llama'"))  # llama: SentencePiece
+    cases = (("something-else", "gpt2", "split 'something-else'"), ("default", "bert", "'bert'"))  # bert: WordPiece
     for pre, tokenizer_model, named in cases:
         path = write_gguf(tmp_path / f"{tokenizer_model}-{pre}.gguf", hf_model("llama_gqa"), pre=pre,
                           tokenizer_model=tokenizer_model)

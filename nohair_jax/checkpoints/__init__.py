@@ -59,7 +59,7 @@ def load_tokenizer(source: str | Path):
     folder without ``tokenizer.json``."""
     path = resolve_checkpoint(source)
     if path.is_file():
-        from nohair_jax.checkpoints.gguf_file import gguf_tokenizer
+        from nohair_jax.checkpoints.gguf_tokenizer import gguf_tokenizer
 
         return gguf_tokenizer(path)
     return folder_tokenizer(path)

@@ -35,11 +35,12 @@ import numpy as np
 from nohair_jax.checkpoints.build import build_model, checked_config
 from nohair_jax.checkpoints.families import ARCHITECTURES
 from nohair_jax.metadata import CheckpointError
-from nohair_jax.metadata import POSITIVE_INT, POSITIVE_NUMBER, TEXT, TOKENIZER_SCHEMA, check_config, check_values
+from nohair_jax.metadata import POSITIVE_INT, POSITIVE_NUMBER, TEXT, WINDOW_PATTERN, check_config, check_values
 
 GGUF_MAGIC = b"GGUF"
 # Supported architectures (general.architecture) -> the Hugging Face model_type they load as.
-GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma2",
+                      "gemma3": "gemma3_text", "olmo2": "olmo2", "gptneox": "gpt_neox"}
 # Tensor types read (dequantized with gguf.quants); each is tested against transformers.
 GGUF_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
@@ -53,7 +54,29 @@ GGUF_NAMES = {
     **{f"blk.{{i}}.attn_{n}.{kind}": f"layers.{{i}}.self_attn.{n}_proj.{kind}" for n in "qkv" for kind in ("weight", "bias")},
     **{f"blk.{{i}}.attn_output.{kind}": f"layers.{{i}}.self_attn.o_proj.{kind}" for kind in ("weight", "bias")},
     **{f"blk.{{i}}.ffn_{n}.{kind}": f"layers.{{i}}.mlp.{n}_proj.{kind}" for n in ("gate", "up", "down") for kind in ("weight", "bias")},
-    **{f"blk.{{i}}.attn_{n}_norm.weight": f"layers.{{i}}.self_attn.{n}_norm.weight" for n in "qk"},  # Qwen3
+    **{f"blk.{{i}}.attn_{n}_norm.weight": f"layers.{{i}}.self_attn.{n}_norm.weight" for n in "qk"},  # Qwen3, Gemma 3, OLMo 2
+}
+# Where a family's Hugging Face names for GGUF tensors are not Llama's (llama.cpp's gguf.TensorNameMap): the
+# norms on the sublayers' outputs (Gemma's norm before the MLP is "ffn_norm", Llama's name for its second
+# norm), Phi-3's fused projections, GPT-NeoX's names. A Hugging Face name listed here is no longer read
+# from the GGUF name ``GGUF_NAMES`` gives it.
+_OUTPUT_NORMS = {"blk.{i}.post_attention_norm.weight": "layers.{i}.post_attention_layernorm.weight",
+                 "blk.{i}.post_ffw_norm.weight": "layers.{i}.post_feedforward_layernorm.weight"}
+_GEMMA_NAMES = {**_OUTPUT_NORMS, "blk.{i}.ffn_norm.weight": "layers.{i}.pre_feedforward_layernorm.weight"}
+FAMILY_NAMES = {
+    "gemma2": _GEMMA_NAMES,
+    "gemma3_text": _GEMMA_NAMES,
+    "olmo2": _OUTPUT_NORMS,
+    "phi3": {"blk.{i}.attn_qkv.weight": "layers.{i}.self_attn.qkv_proj.weight",
+             "blk.{i}.ffn_up.weight": "layers.{i}.mlp.gate_up_proj.weight"},
+    "gpt_neox": {
+        "token_embd.weight": "embed_in.weight", "output.weight": "embed_out.weight",
+        **{f"{gguf_name}.{kind}": f"{hf_name}.{kind}" for kind in ("weight", "bias") for gguf_name, hf_name in (
+            ("output_norm", "final_layer_norm"), ("blk.{i}.attn_norm", "layers.{i}.input_layernorm"),
+            ("blk.{i}.ffn_norm", "layers.{i}.post_attention_layernorm"),
+            ("blk.{i}.attn_qkv", "layers.{i}.attention.query_key_value"), ("blk.{i}.attn_output", "layers.{i}.attention.dense"),
+            ("blk.{i}.ffn_up", "layers.{i}.mlp.dense_h_to_4h"), ("blk.{i}.ffn_down", "layers.{i}.mlp.dense_4h_to_h"))},
+    },
 }
 
 # GGUF metadata key (after "<architecture>.") -> Hugging Face config key, for the settings a file must have.
@@ -62,9 +85,11 @@ REQUIRED_METADATA = {
     "embedding_length": "hidden_size",
     "feed_forward_length": "intermediate_size",
     "attention.head_count": "num_attention_heads",
-    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
     "context_length": "max_position_embeddings",
 }
+# The norm's epsilon, which a file must also have: GPT-NeoX's LayerNorm, every other family's RMSNorm.
+NORM_EPSILON = {"gptneox": "attention.layer_norm_epsilon"}
+RMS_EPSILON = "attention.layer_norm_rms_epsilon"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,16 +255,33 @@ def describe(path: str | Path) -> dict:
 OPTIONAL_METADATA = {
     "attention.key_length": "head_dim",
     "attention.head_count_kv": "num_key_value_heads",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.layer_norm_epsilon": "layer_norm_eps",
     "rope.freq_base": "rope_theta",
     "vocab_size": "vocab_size",
     "attention.sliding_window": "sliding_window",
+    "attn_logit_softcapping": "attn_logit_softcapping",
+    "final_logit_softcapping": "final_logit_softcapping",
+    "use_parallel_residual": "use_parallel_residual",
 }
 GGUF_ONLY = {
     "attention.value_length": POSITIVE_INT,
     "rope.dimension_count": POSITIVE_INT,
     "rope.scaling.type": TEXT,
     "rope.scaling.factor": POSITIVE_NUMBER,
+    "attention.sliding_window_pattern": WINDOW_PATTERN,
 }
+# What llama.cpp assumes where a family's file does not say (llama-model.cpp): Gemma 2's soft caps, the
+# window on every second layer (Gemma 2) or on five of every six (Gemma 3), Gemma 3's RoPE base of 10000
+# on its window layers.
+FAMILY_DEFAULTS = {
+    "gemma2": dict(attn_logit_softcapping=50.0, final_logit_softcapping=30.0, window_pattern=2),
+    "gemma3": dict(window_pattern=6, rope_local_base_freq=10000.0),
+}
+# Each family's MLP activation (GGUF does not say): SiLU-gated unless listed.
+ACTIVATIONS = {"gemma2": "gelu_pytorch_tanh", "gemma3": "gelu_pytorch_tanh", "gptneox": "gelu"}
+# Tensors of RoPE frequency factors (Llama 3.1's scaling, Phi-3's longrope), which are not computed.
+ROPE_FACTORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
 
 
 def hf_config(reader, where: str) -> dict:
@@ -250,22 +292,34 @@ def hf_config(reader, where: str) -> dict:
         raise CheckpointError(f"{where}: architecture {arch!r:.80} is not supported; supported: "
                               f"{', '.join(GGUF_ARCHITECTURES)}")
     key = lambda name: f"{arch}.{name}"  # noqa: E731
-    missing = [key(name) for name in REQUIRED_METADATA if key(name) not in reader.fields]
+    required = [*REQUIRED_METADATA, NORM_EPSILON.get(arch, RMS_EPSILON)]
+    missing = [key(name) for name in required if key(name) not in reader.fields]
     if missing:
         raise CheckpointError(f"{where} lacks metadata the model needs: {', '.join(missing)}")
     read = {**REQUIRED_METADATA, **OPTIONAL_METADATA}
     hf = {hf_key: reader.fields[key(name)] for name, hf_key in read.items() if key(name) in reader.fields}
+    if hf.get("sliding_window") == 0:  # llama.cpp's converter writes 0 for no window (Phi-3)
+        del hf["sliding_window"]
     check_config(hf, where, names={hf_key: key(name) for name, hf_key in read.items()})
     own = {name: reader.fields[key(name)] for name in GGUF_ONLY if key(name) in reader.fields}
     check_values(own, GGUF_ONLY, where, names={name: key(name) for name in GGUF_ONLY})
     names = {t.name for t in reader.tensors}
+    factors = sorted(names & set(ROPE_FACTORS))
+    if factors:
+        raise CheckpointError(f"{where}: RoPE frequencies scaled by the tensor {factors[0]} (Llama 3.1's or Phi-3's "
+                              f"long-context RoPE) are not supported")
     head_dim = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
     if head_dim == 0:
         raise CheckpointError(f"{where}: {key('embedding_length')} {hf['hidden_size']} is smaller than "
                               f"{key('attention.head_count')} {hf['num_attention_heads']}")
+    if own.get("attention.value_length", head_dim) != head_dim:
+        raise CheckpointError(f"{where}: key and value heads of different sizes are not supported")
     scaling = own.get("rope.scaling.type", "none")
     if scaling != "none" and "rope.scaling.factor" not in own:
         raise CheckpointError(f"{where}: {key('rope.scaling.type')} is {scaling!r} without {key('rope.scaling.factor')}")
+    defaults = dict(FAMILY_DEFAULTS.get(arch, {}))
+    pattern = own.get("attention.sliding_window_pattern", defaults.pop("window_pattern", None))
+    hf = {**defaults, **hf}
     hf.update(
         model_type=GGUF_ARCHITECTURES[arch],
         head_dim=head_dim,
@@ -276,14 +330,29 @@ def hf_config(reader, where: str) -> dict:
         rope_scaling=None if scaling == "none" else dict(rope_type=scaling, factor=own["rope.scaling.factor"]),
         vocab_size=hf.get("vocab_size") or _vocab_rows(reader),
         tie_word_embeddings="output.weight" not in names,
-        attention_bias="blk.0.attn_q.bias" in names,
+        attention_bias=bool(names & {"blk.0.attn_q.bias", "blk.0.attn_qkv.bias"}),
         mlp_bias="blk.0.ffn_up.bias" in names,
         sliding_window=hf.get("sliding_window"),
-        hidden_act="silu",
+        hidden_act=ACTIVATIONS.get(arch, "silu"),
     )
-    if own.get("attention.value_length", head_dim) != head_dim:
-        raise CheckpointError(f"{where}: key and value heads of different sizes are not supported")
+    if arch.startswith("gemma"):
+        # llama.cpp's logit scale: 1/sqrt(head size), but d_model / heads for the 27B models (46 and 62 layers),
+        # as Gemma's query_pre_attn_scalar says.
+        big = hf["num_hidden_layers"] == {"gemma2": 46, "gemma3": 62}[arch]
+        hf["query_pre_attn_scalar"] = hf["hidden_size"] // hf["num_attention_heads"] if big else head_dim
+    if hf["sliding_window"] is not None and pattern is not None:
+        hf["layer_types"] = _layer_types(pattern, hf["num_hidden_layers"], key("attention.sliding_window_pattern"), where)
     return hf
+
+
+def _layer_types(pattern: int | list[bool], n_layers: int, name: str, where: str) -> list[str]:
+    """Each layer's attention ("sliding_attention" or "full_attention") from a window pattern: a flag per layer,
+    or n for a window on every layer but each n-th (llama.cpp's ``set_swa_pattern``)."""
+    if isinstance(pattern, int):
+        pattern = [layer % pattern < pattern - 1 for layer in range(n_layers)]
+    if len(pattern) != n_layers:
+        raise CheckpointError(f"{where}: {name} has {len(pattern)} entries for {n_layers} layers")
+    return ["sliding_attention" if window else "full_attention" for window in pattern]
 
 
 def _vocab_rows(reader) -> int:
@@ -296,7 +365,13 @@ def _vocab_rows(reader) -> int:
 def _gguf_architecture(model_type: str):
     """The Hugging Face architecture with its key table renamed to GGUF tensor names."""
     base = ARCHITECTURES[model_type]
-    keys = {name: base.keys[hf] for name, hf in GGUF_NAMES.items() if hf in base.keys}
+    family = FAMILY_NAMES.get(model_type, {})
+    names = {**{name: hf for name, hf in GGUF_NAMES.items() if hf not in family.values()}, **family}
+
+    def renamed(table: dict) -> dict:
+        return {name: table[hf] for name, hf in names.items() if hf in table}
+
+    keys = (lambda cfg: renamed(base.keys(cfg))) if callable(base.keys) else renamed(base.keys)
     return dataclasses.replace(base, keys=keys, ignored=r"(?!)", prefix="")  # nothing in a GGUF file is skipped
 
 
@@ -309,8 +384,16 @@ def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def _per_head_qkv(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """GPT-NeoX's fused q, k, v rows ([3 D, ...]) from llama.cpp's order (all of q, then k, then v) back to
+    Hugging Face's (q, k, v of head 0, then of head 1, ...)."""
+    return w.reshape(3, n_heads, -1, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
+
+
 def _reader_fn(reader, model_type: str, n_heads: int, n_kv_heads: int):
-    """name -> the tensor dequantized to float32, in Hugging Face's layout, q and k unpermuted."""
+    """name -> the tensor dequantized to float32 in Hugging Face's layout and convention: what llama.cpp's
+    converter changed is undone (Llama's q and k rows permuted, GPT-NeoX's fused q, k, v reordered, Gemma's
+    norm weights w stored as the gain 1 + w)."""
     tensors = {t.name: t for t in reader.tensors}
     dequantize = _gguf().quants.dequantize
 
@@ -323,6 +406,10 @@ def _reader_fn(reader, model_type: str, n_heads: int, n_kv_heads: int):
                 w = _unpermute(w, n_heads)
             elif re.fullmatch(r"blk\.\d+\.attn_k\.(weight|bias)", name):
                 w = _unpermute(w, n_kv_heads)
+        elif model_type == "gpt_neox" and re.fullmatch(r"blk\.\d+\.attn_qkv\.(weight|bias)", name):
+            w = _per_head_qkv(w, n_heads)
+        elif model_type in ("gemma2", "gemma3_text") and name.endswith("norm.weight"):
+            w = w.astype(np.float64) - 1.0  # exact; the key table adds the 1 back (in float64, so exactly w)
         return w
 
     return read
@@ -343,75 +430,3 @@ def load_gguf(path: str | Path, *, dtype: str | None = None, seq_len: int | None
     headers = {t.name: (path, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name) for t in reader.tensors}
     read = _reader_fn(reader, hf["model_type"], cfg.n_heads, cfg.kv_heads)
     return build_model(cfg, arch, headers, read, where, readable=GGUF_TYPES)
-
-
-# ---------------------------------------------------------------------------------------------
-# The tokenizer, from tokenizer.ggml.* metadata.
-
-# llama.cpp's pre-tokenizer regexes (llama-vocab.cpp), by tokenizer.ggml.pre.
-_QWEN2_SPLIT = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_LLAMA3_SPLIT = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-# pre name -> how text is split before BPE: "gpt2" (GPT-2's regex), "digits" (each digit apart,
-# then GPT-2's regex), or a regex of its own.
-PRE_TOKENIZERS = {
-    "default": "gpt2", "gpt2": "gpt2",
-    "smollm": "digits", "starcoder": "digits", "refact": "digits", "codeshell": "digits",
-    "qwen2": _QWEN2_SPLIT, "llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT,
-}
-CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
-
-
-def gguf_tokenizer(path: str | Path):
-    """The file's byte-level BPE tokenizer (``tokenizer.ggml.model`` "gpt2") as a ``tokenizers.Tokenizer``.
-
-    Vocabulary and merges from the metadata; text split as llama.cpp splits it for the file's
-    ``tokenizer.ggml.pre`` (``PRE_TOKENIZERS``); tokens marked control (``<|im_start|>``) match whole
-    as special tokens, user-defined ones as added tokens. **(choice)** No BOS is added, whatever
-    ``tokenizer.ggml.add_bos_token`` says: as transformers reads the same file, and as the model's
-    own ``tokenizer.json`` does; llama.cpp would add it. CheckpointError for other tokenizer kinds
-    (SentencePiece) and unknown splits.
-    """
-    reader = open_gguf(path)
-    kind = metadata(reader, "tokenizer.ggml.model", None)
-    if kind != "gpt2":
-        raise CheckpointError(f"{path}: tokenizer {kind!r} is not supported (only byte-level BPE, 'gpt2')")
-    pre = metadata(reader, "tokenizer.ggml.pre", "default")
-    if pre not in PRE_TOKENIZERS:
-        raise CheckpointError(f"{path}: tokenizer split {pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}")
-    try:
-        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
-    except ImportError:
-        raise ImportError("the GGUF tokenizer needs tokenizers: pip install 'nohair-jax[hf]'") from None
-
-    tokens = metadata(reader, "tokenizer.ggml.tokens")
-    merges = metadata(reader, "tokenizer.ggml.merges")
-    types = metadata(reader, "tokenizer.ggml.token_type", [])
-    check_values(dict(tokens=tokens, merges=merges, token_type=types), TOKENIZER_SCHEMA, str(path),
-                 names={key: f"tokenizer.ggml.{key}" for key in TOKENIZER_SCHEMA})
-    known = set(tokens)
-    unknown = [m for m in merges if not all(part in known for part in m.split(" ", 1))]
-    if unknown:
-        raise CheckpointError(f"{path}: tokenizer.ggml.merges holds {len(unknown)} merge(s) of tokens outside the "
-                              f"vocabulary, the first {unknown[0]!r:.60}")
-    try:
-        tokenizer = Tokenizer(models.BPE(vocab={tok: i for i, tok in enumerate(tokens)},
-                                         merges=[tuple(m.split(" ", 1)) for m in merges]))
-    except Exception as err:  # the tokenizers library's own exceptions: one line naming the file
-        raise CheckpointError(f"{path}: the tokenizer cannot be built: {str(err).splitlines()[0]}") from None
-    split = PRE_TOKENIZERS[pre]
-    if split == "gpt2":
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    elif split == "digits":
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    else:
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(split), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens([AddedToken(tok, normalized=False, special=True)
-                                  for tok, kind in zip(tokens, types) if kind == CONTROL])
-    tokenizer.add_tokens([AddedToken(tok, normalized=False) for tok, kind in zip(tokens, types) if kind == USER_DEFINED])
-    return tokenizer
