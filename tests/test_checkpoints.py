@@ -9,7 +9,6 @@ Relative error here is ``max |ours - theirs| / max |theirs|`` over one layer (or
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import shutil
@@ -30,6 +29,7 @@ from nohair_jax.checkpoints import load_tokenizer  # noqa: E402
 from nohair_jax.tokenization import tokenize, tokenized_prompt_pairs  # noqa: E402
 from nohair_jax.cli import main  # noqa: E402
 from nohair_jax.model import RopeScaling, rope_tables  # noqa: E402
+from torch_float64 import float32_is_float64  # noqa: E402
 
 TOLERANCE = 1e-4
 LLAMA_SIZES = dict(vocab_size=101, hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=3)
@@ -155,35 +155,6 @@ def test_hidden_states_and_logits_match_transformers(saved, name):
     errors = _errors(model, _reference(hf, tokens), tokens)
     print(name, "max relative error", f"{max(errors.values()):.2e}")
     assert max(errors.values()) < TOLERANCE, errors
-
-
-@contextlib.contextmanager
-def float32_is_float64():
-    """transformers in float64 throughout: its modelling code computes norms, RoPE frequencies and the
-    attention softmax in float32 whatever the model's dtype (``.float()``, ``.to(torch.float32)``,
-    ``torch.arange(dtype=torch.float)``, ``softmax(dtype=torch.float32)``); inside this block each of
-    those asks for float64 instead, and new tensors default to float64."""
-    patched = (torch.Tensor, "float"), (torch.Tensor, "to"), (torch.nn.functional, "softmax"), (torch, "arange")
-    saved = [getattr(owner, name) for owner, name in patched]
-    orig_float, orig_to, orig_softmax, orig_arange = saved
-    wide = lambda dtype: torch.float64 if dtype is torch.float32 else dtype  # noqa: E731
-
-    def to(self, *args, **kwargs):
-        return orig_to(self, *(wide(a) for a in args), **{k: wide(v) for k, v in kwargs.items()})
-
-    replacements = (lambda self, *a, **k: orig_to(self, torch.float64), to,
-                    lambda x, *a, dtype=None, **k: orig_softmax(x, *a, dtype=wide(dtype), **k),
-                    lambda *a, dtype=None, **k: orig_arange(*a, dtype=wide(dtype), **k))
-    default = torch.get_default_dtype()
-    for (owner, name), new in zip(patched, replacements):
-        setattr(owner, name, new)
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        for (owner, name), old in zip(patched, saved):
-            setattr(owner, name, old)
-        torch.set_default_dtype(default)
 
 
 # One model per family and feature in float64 (the float32 test runs every one): the untied, plain and

@@ -26,6 +26,7 @@ Relative error is ``max |ours - theirs| / max |theirs|`` over one layer (or the 
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import json
 import os
@@ -53,6 +54,7 @@ from nohair_jax.checkpoints.gguf_file import GGUFFile, describe  # noqa: E402
 from nohair_jax.checkpoints.gguf_tokenizer import gguf_tokenizer  # noqa: E402
 from nohair_jax.language import greedy_continuation  # noqa: E402
 from nohair_jax.language import perplexity as language_perplexity  # noqa: E402
+from torch_float64 import float32_is_float64  # noqa: E402
 from gguf_writer import K_QUANTS, SP_VOCAB_SIZE, TENSOR_TYPES, VOCAB_SIZE, byte_vocab, write_gguf  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -419,6 +421,36 @@ def test_synthetic_file_matches_transformers(hf_model, tmp_path, name):
     assert model.config.max_len == 128
     for field, value in READ_AS[name].items():
         assert getattr(model.config, field) == value, field
+
+
+@pytest.mark.parametrize("name", ["llama_gqa", "phi3", "gemma2", "gemma3", "olmo2", "gptneox"])
+def test_synthetic_file_float64_parity(hf_model, tmp_path, name):
+    """Each family's file read in float64 on both sides (``float32_is_float64``), every layer and the logits
+    within 1e-10: the float32 test above cannot see a mapping error below its 1e-4. The reference is
+    transformers reading the file where it reads the architecture (Gemma's file holds the gain 1 + w
+    rounded to float32, which the original model computes in float64), else the original."""
+    original = hf_model(name)
+    _, _, arch, read_overrides = MODELS[name]
+    path = write_gguf(tmp_path / f"{name}.gguf", original, arch, tokenizer_model="llama" if arch in ("phi3", "gemma2", "gemma3") else "gpt2")
+    tokens = random_tokens()
+    with float32_is_float64():
+        if read_overrides is None:  # built again in float64 (its RoPE frequencies too), the same weights, and
+            config = copy.deepcopy(original.config)  # the norm's epsilon as the file holds it, in float32
+            for eps in ("rms_norm_eps", "layer_norm_eps"):
+                if hasattr(config, eps):
+                    setattr(config, eps, float(np.float32(getattr(config, eps))))
+            hf = type(original)(config).eval()
+            hf.load_state_dict(original.state_dict())
+        else:
+            hf = hf_from_gguf(path, dtype=torch.float64, **read_overrides)
+        expected = reference(hf, tokens)
+    with jax.enable_x64(True):
+        model, _ = nh.load_checkpoint(path, dtype="float64")
+        out = model(jnp.asarray(tokens))
+        errs = errors(np.asarray(out.hidden), np.asarray(out.logits), *expected)
+    assert np.asarray(out.logits).dtype == expected[1].dtype == np.float64
+    print(name, "float64 max relative error", f"{max(errs.values()):.2e}")
+    assert max(errs.values()) < 1e-10, errs
 
 
 @pytest.mark.parametrize("kind", TENSOR_TYPES)
