@@ -1,4 +1,4 @@
-"""GGUF files (llama.cpp's format) as a ``Transformer`` and a ``tokenizers.Tokenizer``.
+"""GGUF files (llama.cpp's format) as a ``Transformer`` (their tokenizer: ``gguf_tokenizer``).
 
     model, tokenizer = nh.load_checkpoint("SmolLM2-135M-Instruct.Q4_1.gguf")   # or "smollm2-135m"
 
@@ -8,13 +8,16 @@ header is parsed here (``GGUFFile``), its tensors dequantized with the ``gguf`` 
 Hugging Face folder (``nohair_jax.checkpoints``):
 
 - the metadata becomes a Hugging Face config dict (``hf_config``), so the same config rules,
-  refusals and sequence-length checks apply;
+  refusals and sequence-length checks apply; what a file does not say is taken as llama.cpp
+  takes it (``FAMILY_DEFAULTS``: Gemma's window patterns and soft caps, ...);
 - tensor names map onto the same key tables through one table (``GGUF_NAMES``: GGUF name ->
-  Hugging Face name), shapes are given in Hugging Face's layout (GGUF lists dimensions innermost
-  first), and every tensor is checked (name, shape, type) before any is read;
-- each tensor is dequantized on the host to float32 (``gguf.quants.dequantize``), and llama.cpp's
-  row permutation of Llama's q and k projections (its converter interleaves the two RoPE halves)
-  is undone; Qwen2 files are not permuted.
+  Hugging Face name) and one per family where its names differ (``FAMILY_NAMES``), shapes are
+  given in Hugging Face's layout (GGUF lists dimensions innermost first), and every tensor is
+  checked (name, shape, type) before any is read;
+- each tensor is dequantized on the host to float32 (``gguf.quants.dequantize``), and what
+  llama.cpp's converter changed is undone: the row permutation of Llama's q and k projections (it
+  interleaves the two RoPE halves; the other families are not permuted), Gemma's norm weights
+  stored as 1 + w, GPT-NeoX's fused q, k, v put in another order.
 
 The dequantized weights are the model: whatever is measured on a quantized file is a measurement
 of that quantized model (SmolLM2-135M-Instruct at Q4_1, say), not of the original float weights.

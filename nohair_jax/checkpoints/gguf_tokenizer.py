@@ -151,14 +151,14 @@ def _sentencepiece(reader, tokens: list[str], scores: list[float], types: list[i
         if token is None:
             raise CheckpointError(f"{reader.path}: tokenizer.ggml.add_{end}_token is true without tokenizer.ggml.{end}_token_id")
     if ends:
-        single = [ends[end][0] for end in ("bos",) if end in ends] + ["$A"] + [ends[end][0] for end in ("eos",) if end in ends]
+        single = ([ends["bos"][0]] if "bos" in ends else []) + ["$A"] + ([ends["eos"][0]] if "eos" in ends else [])
         tokenizer.post_processor = tk.processors.TemplateProcessing(single=single, special_tokens=list(ends.values()))
     return tokenizer
 
 
-def _token(reader, tokens: list[str], key: str, token_id=None) -> tuple[str, int] | None:
-    """(token, id) that ``tokenizer.ggml.<key>`` names (or ``token_id``), the id checked to be in the vocabulary."""
-    token_id = metadata(reader, f"tokenizer.ggml.{key}", None) if token_id is None else token_id
+def _token(reader, tokens: list[str], key: str) -> tuple[str, int] | None:
+    """(token, id) that ``tokenizer.ggml.<key>`` names, the id checked to be in the vocabulary; None where absent."""
+    token_id = metadata(reader, f"tokenizer.ggml.{key}", None)
     if token_id is None:
         return None
     if not isinstance(token_id, int) or isinstance(token_id, bool) or not 0 <= token_id < len(tokens):
