@@ -9,13 +9,14 @@ reference throughout:
   file, in float32 and in float64; the tokenizer's ids against transformers' GGUF tokenizer, and
   decoding; and, with no reference, the model as a language model: its perplexity on a plain English
   paragraph and its greedy continuation of "The capital of France is".
-- Synthetic GGUF files written here with ``gguf.GGUFWriter`` as llama.cpp's converter writes them (its
-  metadata keys, its tensor names, its row permutation of Llama's q and k) from tiny random
-  transformers models whose every parameter is perturbed, so that a wrong mapping shows: Llama with
-  grouped-query attention, Llama with biases, Qwen2 with q/k/v biases and tied embeddings, each
-  against transformers loading the file and against the original model; and one Llama in every
-  tensor type read, quantized with ``gguf.quants.quantize`` or, for the K-quants (which ``gguf`` can
-  only dequantize), made of random valid blocks.
+- Synthetic GGUF files written with ``gguf.GGUFWriter`` as llama.cpp's converter writes them
+  (tests/gguf_writer.py: its metadata keys, its tensor names, its changes to the weights) from tiny
+  random transformers models whose every parameter is perturbed, so that a wrong mapping shows: Llama
+  with grouped-query attention and with biases, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3, OLMo 2 and
+  GPT-NeoX, each against the original model and, where transformers reads the architecture, against
+  transformers loading the file, in float32 and in float64; and one Llama in every tensor type read,
+  quantized with ``gguf.quants.quantize`` or, for the K-quants (which ``gguf`` can only dequantize),
+  made of random valid blocks.
 - A small byte-level BPE vocabulary under each supported split (``tokenizer.ggml.pre``) against
   transformers' GGUF tokenizer.
 - Errors: one ``CheckpointError`` naming the file (and what is wrong), with no traceback from inside gguf.
