@@ -31,11 +31,10 @@ def real_array(name: str, value):
         arr = np.asarray(value)
     except ValueError:  # numpy refuses ragged nested sequences
         raise ValueError(f"{name} must be a rectangular array of real numbers, got a ragged {type(value).__name__}") from None
-    if arr.dtype.kind == "O":
-        try:
-            arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must hold real numbers, got {type(value).__name__} {_brief(value)}") from None
+    if arr.dtype.kind == "O":  # numbers held as objects; numpy would also convert text and booleans
+        if not all(isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) for x in arr.flat):
+            raise TypeError(f"{name} must hold real numbers, got {type(value).__name__} {_brief(value)}")
+        arr = arr.astype(np.float64)
     if arr.dtype.kind not in "iuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     return arr

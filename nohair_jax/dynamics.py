@@ -62,11 +62,6 @@ __all__ = [
 ]
 
 
-class ShapeError(ValueError, AssertionError):
-    """Arrays whose shapes do not fit together, named in one line: a ValueError, and an AssertionError
-    too, as the ``chex`` shape assertions it replaced raised (callers catching that still do)."""
-
-
 def _real(name: str, x) -> jax.Array:
     """``x`` as a jax array of real numbers: a jax array (traced or not) of integer or floating dtype
     passes as it is, anything else goes through ``checks.real_array`` (TypeError/ValueError naming it)."""
@@ -91,9 +86,9 @@ def _weights(names: tuple[str, ...], values, d: int | None = None) -> list[jax.A
     for name, w in zip(names, arrays):
         if w.ndim not in (2, 3) or w.shape[-1] != w.shape[-2] or 0 in w.shape or (d is not None and w.shape[-1] != d):
             want = "d >= 1" if d is None else f"d = {d} (as x)"
-            raise ShapeError(f"{name} must have shape [d, d] or [heads, d, d] with {want}, got shape {w.shape}")
+            raise ValueError(f"{name} must have shape [d, d] or [heads, d, d] with {want}, got shape {w.shape}")
         if w.shape != arrays[0].shape:
-            raise ShapeError(f"{names[0]} and {name} must have one shape, got {arrays[0].shape} and {w.shape}")
+            raise ValueError(f"{names[0]} and {name} must have one shape, got {arrays[0].shape} and {w.shape}")
     return arrays
 
 
@@ -125,7 +120,7 @@ def attention_drift(
     """
     x = _tokens("x", x)
     if x.ndim != 2:
-        raise ShapeError(f"x must have shape [n, d], got shape {x.shape}")
+        raise ValueError(f"x must have shape [n, d], got shape {x.shape}")
     Q, K, V = _weights(("Q", "K", "V"), (Q, K, V), x.shape[-1])
     if Q.ndim == 3:
         drift = jnp.mean(jax.vmap(_head_drift, in_axes=(None, 0, 0, 0))(x, Q, K, V), axis=0)

@@ -3,7 +3,8 @@
 Every function below starts from a small valid call; hypothesis then replaces one or two of its
 array arguments by a variant of the valid value: another rank (an axis added or dropped, a Python
 scalar, a 0-d array), an empty or resized axis (so that two arguments no longer match), another
-dtype (bool, complex, objects, text, floats for token ids, ints for floats), a NaN, an infinity, a
+dtype (bool, complex, objects, numbers or text held as objects, text, floats for token ids, ints for
+floats), a NaN, an infinity, a
 negative, zero or huge value, a negative or out-of-vocabulary token id, a Python list, a ragged
 list, None, a string or a dict. The property (docs/definitions.md#conventions for the shapes):
 
@@ -12,6 +13,8 @@ list, None, a string or a dict. The property (docs/definitions.md#conventions fo
 * it raises ValueError or TypeError from the project's own code, in one line that names an argument
   it was given wrong (never an IndexError, ZeroDivisionError, AttributeError, KeyError or
   AssertionError, and never a message numpy or JAX wrote);
+* the valid call itself succeeds, with the documented result (so a function that refuses everything
+  fails);
 * inputs no function may take silently (booleans, complex numbers, objects, text, ragged lists;
   non-finite or non-positive positions t; out-of-vocabulary token ids) always raise.
 
@@ -53,12 +56,12 @@ SUCCEEDED: Counter = Counter()  # of which the call succeeded (and its result wa
 # --- how an argument goes wrong -------------------------------------------------------------
 
 SHAPES = ["add_axis", "drop_axis", "scalar", "zero_d", "empty_axis", "resize_axis"]
-DTYPES = ["bool", "complex", "object", "object_numbers", "text", "float", "int"]
+DTYPES = ["bool", "complex", "object", "object_numbers", "object_text", "text", "float", "int"]
 VALUES = ["nan", "inf", "neg_inf", "negative", "zero", "huge"]
 IDS = ["negative_id", "out_of_vocab", "huge_id"]
 CONTAINERS = ["list", "ragged", "none", "string", "dict"]
 BENIGN = ("valid", "list", "object_numbers", "int", "resize_axis")  # often still valid: drawn a quarter of the time
-ALWAYS_REFUSED = {"bool", "complex", "object", "text", "ragged", "none", "string", "dict"}
+ALWAYS_REFUSED = {"bool", "complex", "object", "object_text", "text", "ragged", "none", "string", "dict"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +134,8 @@ def _mutate(draw, mutation: str, value, kind: Kind):
         return out
     if mutation == "object_numbers":
         return x.astype(object)
+    if mutation == "object_text":  # numbers written as text, held as objects: numpy would convert them
+        return x.astype(str).astype(object)
     if mutation == "text":
         return x.astype(str)
     if mutation == "float":
@@ -478,6 +483,8 @@ def _one_example(spec: Spec, data) -> None:
             warnings.simplefilter("ignore")  # numpy's RuntimeWarnings: the result is judged instead
             result = spec.call(**args)
     except (ValueError, TypeError) as err:
+        if set(applied.values()) == {"valid"}:
+            raise  # a valid call must succeed: a function that refuses everything would pass otherwise
         message = str(err)
         assert "\n" not in message.strip(), f"{applied}: a message of several lines: {message!r}"
         assert _raised_in_project(err), f"{applied}: raised outside nohair_jax: {type(err).__name__}: {message}"
@@ -497,6 +504,7 @@ def test_bad_arrays_fail_by_name_or_give_the_documented_result(spec):
     def run(data):
         _one_example(spec, data)
 
+    spec.check(spec.call(**spec.valid()), spec.valid())  # the valid call itself succeeds, with the documented result
     RAN[spec.name] = SUCCEEDED[spec.name] = 0
     try:
         run()
