@@ -35,7 +35,7 @@ from nohair_jax.bound import (
     BoundConditions, BoundNotApplicable, ExplicitCheck, NotApplicable, explicit_bounds, explicit_check,
     explicit_from_saved, measure_conditions,
 )
-from nohair_jax.checkpoints import checked_config, load_checkpoint, read_config, resolve_checkpoint, tokenizer_or_warning
+from nohair_jax.checkpoints import checked_config, load_model, read_config, resolve_checkpoint, tokenizer_or_warning
 from nohair_jax.checkpoints.families import CONFIG_FILE
 from nohair_jax.config import TransformerConfig
 from nohair_jax.figures import MOST_LAYERS_DRAWN, drawn_layers, layer_colors
@@ -54,7 +54,7 @@ class TrainingCheckpoint:
     """One planned checkpoint: where it is, its training step, its config; no weight read yet.
 
     source: the name it is known by (a run's checkpoints as ``RUN/checkpoints/<step>``); path: the
-    resolved file or folder (a run's: the run folder); step: its training step; step_from: "name"
+    resolved file or folder (a run's: its ``RUN/checkpoints/<step>``); step: its training step; step_from: "name"
     (read from the source's name), "run" (the orbax step of a training run) or "given";
     run: whether it is a training run's checkpoint (``train.load_trained``); config: its
     ``TransformerConfig``; vocabulary: what its tokens mean, for comparing checkpoints (``BYTES`` for a
@@ -71,13 +71,13 @@ class TrainingCheckpoint:
     tokenizer: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def load(self, seq_len: int | None = None):
-        """The checkpoint's ``Transformer`` (``train.load_trained`` or ``checkpoints.load_checkpoint``
-        with ``seq_len``)."""
+        """The checkpoint's ``Transformer`` (``train.load_trained`` or ``checkpoints.load_model`` with
+        ``seq_len``; the tokenizer was read when it was planned)."""
         if self.run:
             from nohair_jax.train import load_trained
 
-            return load_trained(self.path, step=self.step)
-        return load_checkpoint(self.path, seq_len=seq_len)[0]
+            return load_trained(self.path.parent.parent, step=int(self.path.name))  # the step on disk, not a given one
+        return load_model(self.path, seq_len=seq_len)
 
 
 def step_in_name(name: str) -> int | None:
@@ -132,9 +132,9 @@ def _expand(source: str | Path) -> list[tuple[str, Path, int | None, bool]]:
         steps = _run_steps(path)
         if not steps:
             raise ValueError(f"training run {str(source)!r} holds no checkpoint")
-        return [(str(path / "checkpoints" / str(step)), path, step, True) for step in steps]
+        return [(str(path / "checkpoints" / str(step)), path / "checkpoints" / str(step), step, True) for step in steps]
     if path.is_dir() and path.name.isdigit() and path.parent.name == "checkpoints" and _run_folder(path.parent.parent):
-        return [(str(source), path.parent.parent, int(path.name), True)]
+        return [(str(source), path, int(path.name), True)]
     resolved = resolve_checkpoint(source)  # CheckpointError (a ValueError) naming a missing source
     name = resolved.stem if resolved.is_file() else resolved.name
     return [(str(source), resolved, step_in_name(name), False)]
@@ -195,7 +195,7 @@ def plan_training_steps(
             if step is None:
                 raise ValueError(f"checkpoint {name!r} has no training step in its name (as step8000) and is not a "
                                  "training run's checkpoint: give every checkpoint's step (--steps)")
-            config = _run_config(path) if run else _checkpoint_config(path, seq_len)
+            config = _run_config(path.parent.parent) if run else _checkpoint_config(path, seq_len)
             planned.append(TrainingCheckpoint(name, path, step, step_from, run, config))
     if len(planned) < 2:
         raise ValueError(f"{len(planned)} checkpoint given: a measurement along training needs at least two")

@@ -180,9 +180,10 @@ def test_train_command_resumes_and_measures(tmp_path, capsys):
     assert main([*args, "--steps", "4"]) == 0
     assert main([*args, "--steps", "8"]) == 2  # a different run config in the same folder is refused
     assert "steps" in capsys.readouterr().err
+    assert main([*args, "--steps", "4", "--keep-checkpoints", "0"]) == 0  # resumed: keeping more is not another run
     history = json.loads((out / "history.json").read_text())["history"]
     assert [e["step"] for e in history if "alpha" in e] == [0, 4]
-    assert main([*args, "--steps", "8", "--fresh", "--keep-checkpoints", "0"]) == 0  # keeping more changes no update
+    assert main([*args, "--steps", "8", "--fresh", "--keep-checkpoints", "0"]) == 0
     printed = capsys.readouterr().out
     assert "held-out bits per byte at step 8" in printed and "step      8:" in printed
     assert sorted(int(p.name) for p in (out / "checkpoints").iterdir()) == [4, 8]  # every one kept

@@ -6,7 +6,10 @@ files; and every refusal in one line, exit 2, before any weight is read, with no
 import json
 import shutil
 
+import jax
+import numpy as np
 import pytest
+from flax import nnx
 from matplotlib.image import imread
 
 import nohair_jax as nh
@@ -184,7 +187,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(case, run, tmp_path, c
     import nohair_jax.training_steps as ts
 
     monkeypatch.setattr(tr, "load_trained", lambda *a, **k: pytest.fail("a checkpoint was loaded"))
-    monkeypatch.setattr(ts, "load_checkpoint", lambda *a, **k: pytest.fail("a checkpoint was loaded"))
+    monkeypatch.setattr(ts, "load_model", lambda *a, **k: pytest.fail("a checkpoint was loaded"))
     build, message = BAD[case]
     out = tmp_path / "out"
     argv = build(run, tmp_path)
@@ -203,3 +206,12 @@ def test_a_run_expands_to_the_checkpoints_it_keeps(run, tmp_path):
     shutil.rmtree(copy / "checkpoints" / "8")
     planned = plan_training_steps([copy])
     assert [c.step for c in planned] == [4, 12]
+
+
+def test_a_runs_checkpoint_given_another_step_loads_the_checkpoint_it_names(run):
+    # --steps relabels a run's checkpoints; the weights still come from the folder named.
+    planned = plan_training_steps([run / "checkpoints" / "4", run / "checkpoints" / "8"], steps=[100, 200])
+    assert [(c.step, c.step_from) for c in planned] == [(100, "given"), (200, "given")]
+    for c, on_disk in zip(planned, (4, 8)):
+        loaded, want = jax.tree.leaves(nnx.state(c.load())), jax.tree.leaves(nnx.state(tr.load_trained(run, step=on_disk)))
+        assert all(np.array_equal(a, b) for a, b in zip(loaded, want))

@@ -36,8 +36,8 @@ from nohair_jax.metadata import CheckpointError
 
 __all__ = [
     "ARCHITECTURES", "Architecture", "CheckpointError", "PACKAGED_MODELS", "PackagedModel", "architecture", "build_model",
-    "checked_config", "load_checkpoint", "load_tokenizer", "packaged_model_path", "read_config", "resolve_checkpoint",
-    "tensor_headers", "tokenizer_or_warning", "weight_files",
+    "checked_config", "load_checkpoint", "load_model", "load_tokenizer", "packaged_model_path", "read_config",
+    "resolve_checkpoint", "tensor_headers", "tokenizer_or_warning", "weight_files",
 ]
 
 
@@ -103,10 +103,14 @@ def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: in
       architecture or setting, or weights that do not fit the config (all problems in one message).
     """
     path = resolve_checkpoint(source)
+    return load_model(path, dtype=dtype, seq_len=seq_len), tokenizer_or_warning(path)
+
+
+def load_model(source: str | Path, *, dtype: str | None = None, seq_len: int | None = None):
+    """``load_checkpoint``'s model alone, its tokenizer not read."""
+    path = resolve_checkpoint(source)
     if path.is_file():
         from nohair_jax.checkpoints.gguf_file import load_gguf
 
-        model = load_gguf(path, dtype=dtype, seq_len=seq_len)
-    else:
-        model = load_folder(path, dtype=dtype, seq_len=seq_len)
-    return model, tokenizer_or_warning(path)
+        return load_gguf(path, dtype=dtype, seq_len=seq_len)
+    return load_folder(path, dtype=dtype, seq_len=seq_len)
