@@ -23,7 +23,7 @@ import chex
 import jax.numpy as jnp
 import numpy as np
 
-from nohair_jax.model import Probe, Transformer
+from nohair_jax.model import PatchedKeysValues, Transformer
 from nohair_jax.offsets import check_pairs, continuation_positions, map_pairs
 
 
@@ -41,14 +41,6 @@ class PathSplit:
         return continuation_positions(self.total.shape[-1])
 
 
-@dataclasses.dataclass(frozen=True)
-class _PatchedKeysValues(Probe):
-    """Block l computes its keys and values from ``per_layer[l - 1]`` [B, S, D] instead of its own input."""
-
-    def keys_values(self, layer):
-        return layer
-
-
 def pair_path_split(model: Transformer, prompts_a, prompts_b, continuations):
     """Traceable core: int [n, P], [n, P], [n, T] -> (total, direct, relay), each [n, L+1, T]."""
     chex.assert_rank([prompts_a, prompts_b, continuations], 2)
@@ -58,7 +50,7 @@ def pair_path_split(model: Transformer, prompts_a, prompts_b, continuations):
     h_a = model(tokens_a).hidden
     h_b = model(jnp.concatenate([prompts_b, continuations], axis=1)).hidden  # [L+1, n, S, D]
     is_prompt = (jnp.arange(prompt_len + length) < prompt_len)[None, None, :, None]
-    h_mix = model(tokens_a, probe=_PatchedKeysValues(per_layer=jnp.where(is_prompt, h_a[:-1], h_b[:-1]))).hidden
+    h_mix = model(tokens_a, probe=PatchedKeysValues(per_layer=jnp.where(is_prompt, h_a[:-1], h_b[:-1]))).hidden
 
     def dist(x, y):  # [L+1, n, S, D] -> [n, L+1, T] on the continuation
         return jnp.moveaxis(jnp.linalg.norm(x[:, :, -length:] - y[:, :, -length:], axis=-1), 0, 1)

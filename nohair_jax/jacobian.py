@@ -24,6 +24,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from nohair_jax.checks import check_int
 from nohair_jax.model import Probe, Transformer
@@ -46,13 +47,12 @@ class LinearResponse:
         return continuation_positions(self.along_pair.shape[-1])
 
 
-@dataclasses.dataclass(frozen=True)
 class _ShiftedEmbedding(Probe):
     """h_0 + shift [B, S, D], the input the states are differentiated by; keeps each layer's last
     ``length`` positions."""
 
-    shift: jax.Array | None = None
-    length: int = 0
+    shift: jax.Array
+    length: int = struct.field(pytree_node=False)
 
     def embedding(self, x0):
         return x0 + self.shift

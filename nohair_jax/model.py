@@ -29,7 +29,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
+from flax import nnx, struct
 
 from nohair_jax.attention import (
     DEFAULT_BLOCK, blockwise_attention, logit_terms, plain_attention, position_dtype, soft_cap, use_blockwise,
@@ -82,15 +82,17 @@ class ForwardOutput(NamedTuple):
     final: jax.Array | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Probe:
+class Probe(struct.PyTreeNode, kw_only=True):
     """How an analysis reads the forward pass, or feeds it, without an option of its own on the model.
 
     ``Transformer.__call__(tokens, probe=...)`` calls these hooks as it runs; the defaults leave the
     forward pass as it is. Each hook is traced inside the scan over blocks, so what it keeps costs
     memory only for what it returns. ``Probe(logits_at=..., project=False)`` sets the output alone;
-    subclass (a frozen dataclass) and override the hooks for more (``nohair_jax.offsets``, ``jacobian``,
-    ``direct_relay`` and ``layer_measures`` each define theirs):
+    subclass and override the hooks for more (``nohair_jax.offsets``, ``jacobian``, ``direct_relay``
+    and ``layer_measures`` each define theirs). A probe is a pytree (a frozen ``flax.struct``
+    dataclass, keyword arguments only): its arrays pass into a jitted function as arguments, its
+    settings that shape the program (``project``, lengths) are static fields
+    (``struct.field(pytree_node=False)``).
 
     embedding(x0 [B, T, D]) -> h_0: the stream block 1 reads (``jacobian``: a shift to differentiate by).
     keys_values(layer) -> [B, T, D] or None: the residual stream this block computes its keys and values
@@ -107,7 +109,10 @@ class Probe:
 
     per_layer: Any = None
     logits_at: jax.Array | None = None
-    project: bool = True
+    project: bool = struct.field(pytree_node=False, default=True)
+
+    def __init_subclass__(cls, **kwargs):  # every probe keyword-only: its own fields need no defaults
+        super().__init_subclass__(kw_only=True, **kwargs)
 
     def embedding(self, x0: jax.Array) -> jax.Array:
         return x0
@@ -122,13 +127,20 @@ class Probe:
         return None
 
 
-@dataclasses.dataclass(frozen=True)
 class Sublayers(Probe):
     """Every block's (attention, MLP) outputs in ``blocks``, [L, B, T, D] each: in a pre-LN model
     ``hidden[l] = hidden[l-1] + attn[l-1] + mlp[l-1]``."""
 
     def read_block(self, attn, mlp):
         return attn, mlp
+
+
+class PatchedKeysValues(Probe):
+    """Block l computes its keys and values from ``per_layer[l - 1]`` [B, S, D] instead of its own input
+    (``direct_relay``'s split of the offset into its direct and relayed parts)."""
+
+    def keys_values(self, layer):
+        return layer
 
 
 class Norm(nnx.Module):

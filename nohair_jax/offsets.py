@@ -34,7 +34,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
+from flax import nnx, struct
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -158,14 +158,13 @@ def _distances(h_a: jax.Array, h_b: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.linalg.norm(h_a - h_b, axis=-1), 0.5 * (jnp.linalg.norm(h_a, axis=-1) + jnp.linalg.norm(h_b, axis=-1))
 
 
-@dataclasses.dataclass(frozen=True)
 class _RunDistances(Probe):
     """Both runs in one batch (rows [:n] run a, [n:] run b): each layer's distances on the last
     ``length`` positions, read as the layer is computed; the output not projected."""
 
-    n: int = 0
-    length: int = 0
-    project: bool = False
+    n: int = struct.field(pytree_node=False)
+    length: int = struct.field(pytree_node=False)
+    project: bool = struct.field(pytree_node=False, default=False)
 
     def read(self, x):
         return _distances(x[: self.n, -self.length:], x[self.n:, -self.length:])

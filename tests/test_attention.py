@@ -12,7 +12,7 @@ import nohair_jax as nh
 from nohair_jax.attention import (
     BLOCKWISE_FROM, LogitTerms, alibi_slopes, blockwise_attention, plain_attention, use_blockwise,
 )
-from nohair_jax.model import Probe, PromptLogitBias, TransformerConfig
+from nohair_jax.model import PatchedKeysValues, PromptLogitBias, TransformerConfig
 from reference_forward import Params, build, random_params, random_tokens, ref_forward
 
 
@@ -137,13 +137,6 @@ def test_choice_of_path():
         use_blockwise("flash", 3, diagnostics=False)
 
 
-class _KeysValuesFrom(Probe):
-    """Block l reads its keys and values from ``per_layer[l - 1]`` (a probe of the test's own)."""
-
-    def keys_values(self, layer):
-        return layer
-
-
 def small_config(**overrides):
     kw = dict(vocab_size=29, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, d_mlp=48, position="rope", max_len=64)
     return TransformerConfig(**(kw | overrides))
@@ -166,11 +159,12 @@ def test_model_blockwise_matches_float64_reference(family):
     model = build(cfg, params, jnp.float32)
     tokens = jnp.asarray(random_tokens(cfg, 2, 45, seed=6))
     kv_streams = jax.random.normal(jax.random.key(7), (cfg.n_layers, 2, 45, cfg.d_model))
-    run = nnx.jit(lambda model, kv_streams: model(tokens, probe=None if kv_streams is None else _KeysValuesFrom(per_layer=kv_streams)))
+    run = nnx.jit(lambda model, probe: model(tokens, probe=probe))  # a probe is a pytree: its arrays are arguments
+    patched = PatchedKeysValues(per_layer=kv_streams)
     want = ref_forward(cfg, Params(params), tokens)
-    plain, plain_patched = run(model, None), run(model, kv_streams)
+    plain, plain_patched = run(model, None), run(model, patched)
     model.set_attributes(implementation="blockwise", block_size=8)
-    blockwise, blockwise_patched = run(model, None), run(model, kv_streams)
+    blockwise, blockwise_patched = run(model, None), run(model, patched)
     scale = np.abs(want["hidden"]).max()
     for got in (plain, blockwise):
         np.testing.assert_allclose(np.asarray(got.hidden), want["hidden"], rtol=0, atol=1e-5 * scale)

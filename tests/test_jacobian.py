@@ -1,4 +1,3 @@
-import dataclasses
 """The linear response against references that do not use jax.jvp: central finite differences and
 the full Jacobian (jax.jacfwd) in float64, and the window's closed-form reach."""
 
@@ -20,11 +19,10 @@ def _pairs(seed: int, vocab: int = 64, n: int = 2, prompt_len: int = P, length: 
             rng.integers(0, vocab, (n, length)))
 
 
-@dataclasses.dataclass(frozen=True)
 class _Shift(Probe):
     """h_0 + shift: a probe of the test's own (jacobian.py has its own)."""
 
-    shift: jax.Array | None = None
+    shift: jax.Array
 
     def embedding(self, x0):
         return x0 + self.shift
