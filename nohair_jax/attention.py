@@ -100,10 +100,13 @@ class LogitTerms(NamedTuple):
     softcap: float | None = None
 
 
-def logit_terms(cfg: TransformerConfig) -> LogitTerms:
-    """The ``LogitTerms`` of a model's config (the window as a static int, for every layer)."""
+def logit_terms(cfg: TransformerConfig, window: int | jax.Array | None = None) -> LogitTerms:
+    """The ``LogitTerms`` of one layer of a model: the config's window on every layer, or where it is on some
+    layers only (``window_layers``) the layer's ``window`` (``Transformer.layer_windows``), which must be given."""
+    if cfg.window_layers is not None and window is None:
+        raise ValueError("the window is on some layers only (window_layers): give this layer's window")
     alibi = tuple(alibi_slopes(cfg.n_heads).tolist()) if cfg.position == "alibi" else None
-    return LogitTerms(cfg.prompt_logit_bias, alibi, cfg.sliding_window, cfg.attn_softcap)
+    return LogitTerms(cfg.prompt_logit_bias, alibi, cfg.sliding_window if window is None else window, cfg.attn_softcap)
 
 
 def soft_cap(logits: jax.Array, cap: float | None) -> jax.Array:

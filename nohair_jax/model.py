@@ -295,9 +295,7 @@ class Attention(nnx.Module):
         if cfg.attn_scale is not None:  # the paths divide q.k by sqrt(head_dim)
             q = q * jnp.asarray(cfg.attn_scale * math.sqrt(cfg.head_dim), q.dtype)
 
-        stats, terms = None, logit_terms(cfg)
-        if window is not None:
-            terms = terms._replace(window=window)
+        stats, terms = None, logit_terms(cfg, window)
         if use_blockwise(self.implementation, t, diagnostics):
             out = blockwise_attention(q, k, v, terms, block=self.block_size)
         else:
@@ -431,8 +429,8 @@ class Transformer(nnx.Module):
     def embed_tokens(self, tokens: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
         """tokens int [B, T] -> (h_0 [B, T, D]: the token's embedding times ``embed_scale`` plus absolute
         position embeddings, the RoPE (cos, sin) tables [T, rotary_dim] the blocks rotate by, or None):
-        what block 1 receives. (The ``window_layers`` of a model with ``local_rope_theta`` rotate by
-        ``layer_settings``' tables instead.)"""
+        what block 1 receives. (The ``window_layers`` of a model with ``local_rope_theta`` rotate by that
+        base's tables instead, built in ``__call__``.)"""
         cfg = self.config
         tokens = token_ids(tokens)
         length = tokens.shape[1]
@@ -450,20 +448,15 @@ class Transformer(nnx.Module):
             rope = rope_tables(length, cfg.rotary_dim, cfg.rope_theta, x.dtype, cfg.rope_scaling)
         return x, rope
 
-    def layer_settings(self, length: int, dtype) -> dict[str, Any]:
-        """What differs between layers, each value stacked [L, ...] for the scan over blocks (empty where
-        no setting differs): "window" int32 [L], each layer's attention window (``window_layers``; the
-        others get one wider than any sequence); "local" bool [L] with "local_rope", the RoPE (cos, sin)
-        [T, rotary_dim] of ``local_rope_theta`` that the window layers rotate by."""
-        cfg, layers = self.config, range(self.config.n_layers)
+    def layer_windows(self) -> jax.Array | None:
+        """Each layer's attention window, int32 [L], scanned with the blocks where the window is on some
+        layers only (``window_layers``; the others get one wider than any sequence), else None."""
+        cfg = self.config
         if cfg.window_layers is None:
-            return {}
-        local = [l in cfg.window_layers for l in layers]
-        out = {"window": jnp.asarray([cfg.sliding_window if w else jnp.iinfo(jnp.int32).max for w in local], jnp.int32)}
-        if cfg.local_rope_theta is not None:
-            out["local"] = jnp.asarray(local)
-            out["local_rope"] = rope_tables(length, cfg.rotary_dim, cfg.local_rope_theta, dtype)
-        return out
+            return None
+        no_window = jnp.iinfo(jnp.int32).max
+        return jnp.asarray([cfg.sliding_window if l in cfg.window_layers else no_window for l in range(cfg.n_layers)],
+                           jnp.int32)
 
     def __call__(
         self,
@@ -480,27 +473,30 @@ class Transformer(nnx.Module):
         them on the host.
         """
         probe = Probe() if probe is None else probe
+        cfg = self.config
         x0, rope = self.embed_tokens(tokens)  # checks the tokens (``token_ids``)
-        layers = self.layer_settings(x0.shape[1], x0.dtype)
+        windows = self.layer_windows()
+        # Gemma 3's window layers rotate by a RoPE base of their own.
+        local_rope = (rope_tables(x0.shape[1], cfg.rotary_dim, cfg.local_rope_theta, x0.dtype)
+                      if windows is not None and cfg.local_rope_theta is not None else None)
         x0 = probe.embedding(x0)
         block_def = nnx.graphdef(self.blocks[0])
-        local_rope = layers.pop("local_rope", None)
 
         def step(x, inputs):
-            state, probed, layer = inputs
+            state, probed, window = inputs
             layer_rope = rope
-            if "local" in layer:  # Gemma 3's window layers rotate by their own RoPE base
-                layer_rope = tuple(jnp.where(layer["local"], l, g) for g, l in zip(rope, local_rope))
+            if local_rope is not None:
+                layer_rope = tuple(jnp.where(window < jnp.iinfo(jnp.int32).max, l, g) for g, l in zip(rope, local_rope))
             x, scale, stats, (attn, mlp) = nnx.merge(block_def, state)(
                 x, layer_rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=probe.keys_values(probed),
-                window=layer.get("window"))
+                window=window)
             return x, (probe.read(x), scale, stats, probe.read_block(attn, mlp))
 
-        # The blocks run as one scanned step over their stacked parameters (and ``layer_settings``' values):
+        # The blocks run as one scanned step over their stacked parameters (and each layer's window):
         # one block is traced and compiled whatever the depth (30 unrolled layers took about 25 s to
         # compile on a CPU).
         stacked = jax.tree.map(lambda *layers: jnp.stack(layers), *(nnx.state(b) for b in self.blocks))
-        x, (hidden, scales, stats, blocks) = jax.lax.scan(step, x0, (stacked, probe.per_layer, layers))
+        x, (hidden, scales, stats, blocks) = jax.lax.scan(step, x0, (stacked, probe.per_layer, windows))
 
         y, scales = x, scales.reshape(-1, *scales.shape[2:])  # [L, block_norms, B, T] -> [block_norms L, B, T]
         if self.final_norm is not None:
