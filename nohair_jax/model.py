@@ -292,8 +292,6 @@ class Attention(nnx.Module):
             q, k = self.q_norm(q)[0], self.k_norm(k)[0]
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        if cfg.attn_scale is not None:  # the paths divide q.k by sqrt(head_dim)
-            q = q * jnp.asarray(cfg.attn_scale * math.sqrt(cfg.head_dim), q.dtype)
 
         stats, terms = None, logit_terms(cfg, window)
         if use_blockwise(self.implementation, t, diagnostics):

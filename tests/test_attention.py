@@ -34,7 +34,7 @@ def ref_attention(q, k, v, terms):
     out = np.zeros_like(q)
     for b in range(batch):
         for h in range(heads):
-            scores = q[b, :, h] @ k[b, :, h // group].T / math.sqrt(hd)
+            scores = q[b, :, h] @ k[b, :, h // group].T * (1 / math.sqrt(hd) if terms.scale is None else terms.scale)
             if bias is not None:
                 for i in range(bias.prompt_len + 1, length + 1):  # 1-based queries after the prompt
                     scores[i - 1, : bias.prompt_len] += bias.gamma * math.log(i / bias.prompt_len)
@@ -66,6 +66,7 @@ def random_qkv(seed, batch, length, heads, kv_heads, hd, scale=1.5):
         # of 16 (tiles whole inside, cut by and wholly outside the window), with the prompt bias.
         (1, 90, 6, 3, 8, 16, LogitTerms(PromptLogitBias(prompt_len=5), tuple(alibi_slopes(6)), 19)),
         (2, 41, 2, 1, 8, 8, LogitTerms(window=1)),  # each query reads only itself: out = v
+        (2, 45, 4, 2, 16, 16, LogitTerms(scale=0.4)),  # a logit scale of its own (Gemma's): sharper than 1/sqrt(16)
     ],
 )
 def test_blockwise_and_plain_match_float64_reference(batch, length, heads, kv_heads, hd, block, bias):
