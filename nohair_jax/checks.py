@@ -40,6 +40,22 @@ def real_array(name: str, value):
     return arr
 
 
+def integer_array(name: str, value, what: str = "token ids"):
+    """``value`` as an array of integers (numpy; an array with a shape and a dtype, a JAX one or a traced
+    one, as it is): ValueError naming ``name`` for a ragged nested sequence, TypeError for any other
+    dtype (booleans, floats, text, objects). Shapes and ranges are the caller's to check."""
+    import numpy as np  # here, not at the top: the CLI imports this module before --help
+
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        try:
+            value = np.asarray(value)
+        except ValueError:  # numpy refuses ragged nested sequences
+            raise ValueError(f"{name} must be a rectangular array of {what}, got a ragged {type(value).__name__}") from None
+    if not np.issubdtype(value.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer {what}, got dtype {value.dtype}")
+    return value
+
+
 def _brief(value) -> str:
     """A one-line, short rendering of a bad value for an error message."""
     return " ".join(repr(value).split())[:60]

@@ -34,6 +34,7 @@ from flax import nnx, struct
 from nohair_jax.attention import (
     DEFAULT_BLOCK, blockwise_attention, logit_terms, plain_attention, position_dtype, soft_cap, use_blockwise,
 )
+from nohair_jax.checks import integer_array
 from nohair_jax.config import (  # noqa: F401  re-exported: the config is read as nohair_jax.model.TransformerConfig too
     MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, ROPE_SCALING_KINDS, PromptLogitBias, RopeScaling,
     TransformerConfig, default_config,
@@ -164,20 +165,13 @@ class Norm(nnx.Module):
         return y, jnp.sqrt(mean_square)
 
 
-def token_ids(tokens) -> jax.Array | np.ndarray:
+def token_ids(tokens, name: str = "tokens") -> jax.Array | np.ndarray:
     """``tokens`` as an integer array [B, T], neither axis empty (a traced array is taken as it is); a
-    one-line ValueError or TypeError naming ``tokens`` otherwise. Ranges are checked on the host by
+    one-line ValueError or TypeError naming ``name`` otherwise. Ranges are checked on the host by
     the measurements (``offsets.check_tokens``): here the ids may be traced."""
-    if not isinstance(tokens, jax.Array):
-        try:
-            tokens = np.asarray(tokens)
-        except (ValueError, TypeError):  # ragged nested lists
-            raise TypeError(f"tokens must be an integer array [batch, length], got a {type(tokens).__name__} "
-                            "that is not one") from None
+    tokens = integer_array(name, tokens)
     if tokens.ndim != 2 or 0 in tokens.shape:
-        raise ValueError(f"tokens must have shape [batch, length], neither empty, got shape {tokens.shape}")
-    if not np.issubdtype(tokens.dtype, np.integer):
-        raise TypeError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
+        raise ValueError(f"{name} must have shape [batch, length], neither empty, got shape {tokens.shape}")
     return tokens
 
 

@@ -40,9 +40,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
-from nohair_jax.checks import check_int
+from nohair_jax.checks import check_int, integer_array
 from nohair_jax.fit import noise_floor_curve
-from nohair_jax.model import Probe, Transformer, for_measurement, merge_stacked_blocks, split_stacked_blocks
+from nohair_jax.model import Probe, Transformer, for_measurement, merge_stacked_blocks, split_stacked_blocks, token_ids
 
 def continuation_positions(length: int) -> np.ndarray:
     """Continuation positions t = 1..T as int [T] (the x axis of every offset curve)."""
@@ -206,13 +206,8 @@ def pair_offsets(model: Transformer, prompts_a: jax.Array, prompts_b: jax.Array,
 
 
 def _as_tokens(name: str, x, vocab_size: int) -> np.ndarray:
-    """Host-side check of a token array: integer dtype, ids in [0, vocab_size)."""
-    try:
-        arr = np.asarray(x)
-    except ValueError:  # numpy refuses ragged nested sequences
-        raise ValueError(f"{name} must be a rectangular array of token ids, got a ragged {type(x).__name__}") from None
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
+    """Host-side check of a token array: integer dtype (``checks.integer_array``), ids in [0, vocab_size)."""
+    arr = np.asarray(integer_array(name, x))
     if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
         bad = arr.min() if arr.min() < 0 else arr.max()
         where = tuple(int(i) for i in np.argwhere(arr == bad)[0])
@@ -255,9 +250,7 @@ def check_pairs(cfg, prompts_a, prompts_b, continuations) -> tuple[np.ndarray, n
 def check_tokens(cfg, tokens, name: str = "tokens") -> np.ndarray:
     """Validate a batch of sequences against a model config: int32 [B, T] with B, T >= 1, ids in the
     vocabulary, T within a learned position table; ValueError/TypeError naming ``name`` otherwise."""
-    x = _as_tokens(name, tokens, cfg.vocab_size)
-    if x.ndim != 2 or 0 in x.shape:
-        raise ValueError(f"{name} must have shape [batch, length] with batch, length >= 1, got shape {x.shape}")
+    x = _as_tokens(name, token_ids(tokens, name), cfg.vocab_size)
     if cfg.position == "learned" and x.shape[1] > cfg.max_len:
         raise ValueError(f"{name} of length {x.shape[1]} exceeds the learned position table (max_len={cfg.max_len})")
     return x

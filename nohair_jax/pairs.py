@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nohair_jax.checks import check_int
+from nohair_jax.checks import check_int, integer_array
 
 
 class PromptPairs(NamedTuple):
@@ -73,15 +73,13 @@ def text_prompt_pairs(
 
     Returns:
       ``PromptPairs(prompts_a [N, P], prompts_b [N, P], continuations [N, T])``, int32. ValueError
-      for a stream that is not 1-D integers or is too short for the cuts.
+      for a stream that is not 1-D, holds a negative id or is too short for the cuts; TypeError for one
+      that is not integers.
     """
     _check_sizes(n_pairs, prompt_len, length)
-    try:
-        stream = np.asarray(tokens)
-    except ValueError:  # numpy refuses ragged nested sequences
-        raise ValueError(f"tokens must be a 1-D integer array, got a ragged {type(tokens).__name__}") from None
-    if stream.ndim != 1 or stream.dtype.kind not in "iu":
-        raise ValueError(f"tokens must be a 1-D integer array, got shape {stream.shape} and dtype {stream.dtype}")
+    stream = np.asarray(integer_array("tokens", tokens))
+    if stream.ndim != 1:
+        raise ValueError(f"tokens must be a 1-D integer array, got shape {stream.shape}")
     if stream.size and stream.min() < 0:
         raise ValueError(f"tokens must be token ids >= 0, got {stream.min()} at index {int(np.argmin(stream))}")
     if stream.size < max(prompt_len, length) + 1:

@@ -50,4 +50,6 @@ def test_text_too_short_or_not_tokens():
     with pytest.raises(ValueError, match="the text has 5 tokens"):
         nh.text_prompt_pairs(np.arange(5), 0, 1, 2, 8)
     with pytest.raises(ValueError, match="1-D integer array"):
-        nh.text_prompt_pairs(np.ones((4, 4)), 0, 1, 2, 2)
+        nh.text_prompt_pairs(np.ones((4, 4), int), 0, 1, 2, 2)
+    with pytest.raises(TypeError, match="tokens must hold integer token ids, got dtype float64"):
+        nh.text_prompt_pairs(np.ones(16), 0, 1, 2, 2)
