@@ -78,7 +78,7 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[PowerLawFit | FitRe
     ax_loc.axhline(1.0, color="grey", lw=1, ls="--")
     ax_loc.set(xlabel="t", ylabel="local exponent -dlog d / dlog t", title="local exponent (1 = pure dilution)")
     ax_win.set(xlabel="window start t_min (window ends at the fit's t_max)", ylabel="alpha", title="alpha against the fit window")
-    _plain_log_ticks(ax_win)  # matplotlib's labelled minor ticks ran into each other on short windows
+    plain_log_ticks(ax_win)  # matplotlib's labelled minor ticks ran into each other on short windows
     if kl is not None:
         kl_panel(ax_kl[0], t if kl_t is None else kl_t, kl, half_life)
     # One legend, outside the axes, so that no curve hides behind it.
@@ -89,15 +89,16 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[PowerLawFit | FitRe
     return fig
 
 
-def _plain_log_ticks(ax) -> None:
-    """Label a log x axis at 1, 2, 5, 10, 20, 50, ... inside its range, no minor labels."""
-    lo, hi = ax.get_xlim()
+def plain_log_ticks(ax, axis: str = "x") -> None:
+    """Label a log ``axis`` ("x" or "y") at 1, 2, 5, 10, 20, 50, ... inside its range, no minor labels
+    (positions t read plainly)."""
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
     if not (ax.has_data() and 0 < lo < hi < np.inf):  # nothing drawn (every offset 0 beyond a window)
         return
     ticks = [m * 10**e for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1) for m in (1, 2, 5)]
     ticks = [v for v in ticks if lo <= v <= hi]
-    ax.set_xticks(ticks, labels=[f"{v:g}" for v in ticks])
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks, labels=[f"{v:g}" for v in ticks])
+    (ax.xaxis if axis == "x" else ax.yaxis).set_minor_formatter(NullFormatter())
 
 
 def mark_half_life(ax, half_life: dict, color, *, labels: bool = True) -> None:

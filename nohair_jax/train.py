@@ -410,13 +410,23 @@ def train(
     return TrainResult(model=nnx.merge(graphdef, params), history=history.entries, out_dir=out_dir)
 
 
+def run_model_config(out_dir: str | Path) -> TransformerConfig:
+    """The model config a training run folder's ``config.json`` holds; ValueError naming the run where this
+    version cannot read it."""
+    try:
+        return TransformerConfig(**load_json(Path(out_dir) / "config.json")["model"])
+    except TypeError as err:
+        raise ValueError(f"training run {str(out_dir)!r}: its config.json holds no model config this version reads "
+                         f"({err})") from None
+
+
 def load_trained(out_dir, *, step: int | None = None) -> Transformer:
     """The model of the run folder ``out_dir``: rebuilt from ``config.json``, parameters from the last checkpoint
     (or from ``step``, if that checkpoint is still kept)."""
     out_dir = Path(out_dir)
     if not (out_dir / "config.json").exists():
         raise ValueError(f"{out_dir} holds no config.json: not a training run folder")
-    model_config = TransformerConfig(**load_json(out_dir / "config.json")["model"])
+    model_config = run_model_config(out_dir)
     abstract_model = nnx.eval_shape(lambda: Transformer(model_config, rngs=nnx.Rngs(0)))
     graphdef, abstract_params = nnx.split(abstract_model)
     with _checkpoint_manager(out_dir, None) as manager:

@@ -32,13 +32,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from nohair_jax.bound import (
-    BoundConditions, BoundNotApplicable, ExplicitCheck, NotApplicable, explicit_bounds, explicit_check,
-    explicit_from_saved, measure_conditions,
+    BoundConditions, ExplicitCheck, NotApplicable, explicit_from_saved, explicit_result, measure_conditions,
 )
 from nohair_jax.checkpoints import checked_config, load_model, read_config, resolve_checkpoint, tokenizer_or_warning
 from nohair_jax.checkpoints.families import CONFIG_FILE
 from nohair_jax.config import TransformerConfig
-from nohair_jax.figures import MOST_LAYERS_DRAWN, drawn_layers, layer_colors
+from nohair_jax.figures import MOST_LAYERS_DRAWN, drawn_layers, layer_colors, plain_log_ticks
 from nohair_jax.fit import FitRefused, HalfLife, PowerLawFit, alpha_table, alphas, fit_from_dict, kl_half_life
 from nohair_jax.measurement import measure
 from nohair_jax.pairs import PromptPairs, random_prompt_pairs, text_prompt_pairs
@@ -106,14 +105,6 @@ def _run_steps(run: Path) -> list[int]:
     """The steps a run keeps: its checkpoint folders named by a step (orbax writes a step under a
     temporary name and renames it when complete)."""
     return sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.is_dir() and p.name.isdigit())
-
-
-def _run_config(run: Path) -> TransformerConfig:
-    try:
-        return TransformerConfig(**load_json(run / CONFIG_FILE)["model"])
-    except TypeError as err:
-        raise ValueError(f"training run {str(run)!r}: its config.json holds no model config this version reads "
-                         f"({err})") from None
 
 
 def _checkpoint_config(path: Path, seq_len: int | None) -> TransformerConfig:
@@ -195,7 +186,12 @@ def plan_training_steps(
             if step is None:
                 raise ValueError(f"checkpoint {name!r} has no training step in its name (as step8000) and is not a "
                                  "training run's checkpoint: give every checkpoint's step (--steps)")
-            config = _run_config(path.parent.parent) if run else _checkpoint_config(path, seq_len)
+            if run:
+                from nohair_jax.train import run_model_config  # the training module (orbax) only for runs
+
+                config = run_model_config(path.parent.parent)
+            else:
+                config = _checkpoint_config(path, seq_len)
             planned.append(TrainingCheckpoint(name, path, step, step_from, run, config))
     if len(planned) < 2:
         raise ValueError(f"{len(planned)} checkpoint given: a measurement along training needs at least two")
@@ -356,12 +352,8 @@ def measure_training_steps(
         m = measure(model, pairs, kl_positions=kl_positions, fit_kwargs=fit_kwargs, progress=progress)
         half = kl_half_life(m.offsets.kl, t=m.offsets.kl_t, threshold=threshold, n_boot=n_boot)
         cond = measure_conditions(model, *pairs)
-        try:
-            bounds = explicit_bounds(cond, length)
-        except BoundNotApplicable as err:
-            explicit = NotApplicable(str(err))
-        else:
-            explicit = tuple(explicit_check(m.offsets.l2, bounds["recursion"], bounds["closed"]))
+        _, explicit = explicit_result(cond, m.offsets.l2, length)
+        explicit = explicit if isinstance(explicit, NotApplicable) else tuple(explicit)
         del model
         results.append(StepResult(checkpoint, m.fits, half, cond, explicit))
         if on_step:
@@ -447,16 +439,6 @@ def _step_label(step: float) -> str:
     return f"{step:g}" if step < 1000 else f"{step / 1000:g}k" if step < 1e6 else f"{step / 1e6:g}M"
 
 
-def _plain_log_y(ax) -> None:
-    """Label a log y axis at 1, 2, 5, 10, 20, 50, ... inside its range (positions t read plainly)."""
-    lo, hi = ax.get_ylim()
-    if not 0 < lo < hi < np.inf:
-        return
-    ticks = [m * 10**e for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1) for m in (1, 2, 5)]
-    ax.set_yticks([v for v in ticks if lo <= v <= hi], labels=[f"{v:g}" for v in ticks if lo <= v <= hi])
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
 def _layer_key(fig, ax, depth: int) -> None:
     """A legend of the layers (a few) or a colour bar over depth (many, as ``figures.layer_colors``),
     beside a legend of anything else labelled."""
@@ -506,7 +488,7 @@ def steps_figure(summary: dict) -> Figure:
             lo, hi = np.array(intervals, np.float64).T
             ax_half.fill_between(steps, lo, hi, color=color, alpha=0.12, lw=0)
     ax_half.set_yscale("log")
-    _plain_log_y(ax_half)
+    plain_log_ticks(ax_half, "y")
     ax_half.set(ylabel="continuation position t", title="next-token KL: half-life and fall below the threshold "
                 "(shaded: 95 % intervals)")
     ax_half.legend(fontsize=7)

@@ -13,7 +13,7 @@ import importlib
 # Public name -> its module, imported on first use (PEP 562): ``bound.records`` (which the claims
 # read) must not pull in JAX through ``bound.checks``.
 _EXPORTS = {
-    "checks": ("check_bound", "check_row", "explicit_check", "shape_check"),
+    "checks": ("check_bound", "check_row", "explicit_check", "explicit_result", "shape_check"),
     "conditions": ("BoundConditions", "BoundNotApplicable", "coefficients", "explicit_bounds", "measure_conditions"),
     "records": ("BoundRow", "ExplicitCheck", "NotApplicable", "ShapeCheck", "constants_from_saved", "explicit_from_saved",
                 "shape_from_dict"),

@@ -104,6 +104,17 @@ def explicit_check(l2, recursion, closed) -> list[ExplicitCheck]:
     return results
 
 
+def explicit_result(cond, l2, length: int) -> tuple[dict | None, list[ExplicitCheck] | NotApplicable]:
+    """The explicit bound where its derivation applies to the model: (``explicit_bounds``' coefficients and
+    curves, ``explicit_check`` of ``l2`` [n_pairs, L+1, T] against them), else (None, ``NotApplicable``
+    saying why)."""
+    try:
+        bounds = explicit_bounds(cond, length)
+    except BoundNotApplicable as err:
+        return None, NotApplicable(str(err))
+    return bounds, explicit_check(l2, bounds["recursion"], bounds["closed"])
+
+
 def _offsets(name: str, l2) -> np.ndarray:
     """Offsets ``[n_pairs, L+1, T]`` (n_pairs, L, T >= 1) as float64, or ValueError/TypeError naming them."""
     l2 = real_array(name, l2).astype(np.float64)
@@ -146,13 +157,12 @@ def check_bound(
         "conditions": cond.to_dict(),
         "shape": [e.to_dict() for e in shape_check(off.t, off.l2, off.prompt_len, n_boot=n_boot, seed=seed)],
     }
-    try:
-        bounds = explicit_bounds(cond, length)
-    except BoundNotApplicable as err:
-        summary["explicit"] = NotApplicable(str(err)).to_dict()
+    bounds, explicit = explicit_result(cond, off.l2, length)
+    if bounds is None:
+        summary["explicit"] = explicit.to_dict()
     else:
         summary["coefficients"] = {key: bounds[key] for key in ("a", "b", "C", "t0")}
-        summary["explicit"] = [e.to_dict() for e in explicit_check(off.l2, bounds["recursion"], bounds["closed"])]
+        summary["explicit"] = [e.to_dict() for e in explicit]
         arrays.update(recursion=bounds["recursion"], closed=bounds["closed"])
     with written_together():  # data, summary and figure replace an earlier set together, or none does
         save_npz(out_dir / "bound.npz", **arrays)
