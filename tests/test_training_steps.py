@@ -18,7 +18,7 @@ from nohair_jax import train as tr
 from nohair_jax.bound import measure_conditions
 from nohair_jax.cli import main
 from nohair_jax.fit import fit_or_refuse
-from nohair_jax.training_steps import plan_training_steps, step_in_name
+from nohair_jax.training_steps import draw_steps, plan_training_steps, step_in_name
 
 MODEL = nh.TransformerConfig(d_model=32, n_heads=4, n_layers=2, position="none")
 TRAIN = tr.TrainConfig(steps=12, batch_size=4, context=32, lr=3e-3, warmup_steps=2, eval_every=12, eval_batches=1,
@@ -98,6 +98,9 @@ def test_the_command_writes_steps_in_order_and_a_figure(run, alone, tmp_path, ca
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     height, width, _ = imread(png).shape
     assert width > 1000 and height > 700
+    drawn = imread(png)
+    png.unlink()
+    assert draw_steps(out) == png and np.array_equal(imread(png), drawn)  # drawn again from steps.json alone
 
 
 def test_text_pairs_are_cut_from_the_text_in_the_runs_bytes(run, tmp_path):
