@@ -285,7 +285,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     model = first_layers(model, p["first_layers"])
     cfg = model.config
     text = heldout_text_tokens(tokenizer)
-    pairs = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"])
+    pairs = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"], start=nh.sequence_start(tokenizer))
     windows = nh.text_prompt_pairs(text, 3, p["dynamics_windows"], 1, p["dynamics_len"]).continuations
 
     meta = dict(checkpoint=CHECKPOINT, text="held-out part of the embedded stdlib corpus, model tokenizer")

@@ -49,7 +49,7 @@ from nohair_jax.sinks import (
 from nohair_jax.sweep import SweepGrid as SweepGrid, draw_sweep as draw_sweep, run_sweep as run_sweep
 from nohair_jax.system_prompts import measure_system_prompts as measure_system_prompts
 from nohair_jax.tokenization import (
-    text_continuations as text_continuations, tokenize as tokenize, tokenized_prompt_pairs as tokenized_prompt_pairs,
+    sequence_start as sequence_start, text_continuations as text_continuations, tokenize as tokenize, tokenized_prompt_pairs as tokenized_prompt_pairs,
 )
 from nohair_jax.training_steps import (
     StepResult as StepResult, TrainingCheckpoint as TrainingCheckpoint, TrainingSteps as TrainingSteps,

@@ -11,7 +11,9 @@ is that side's prompt, after it the continuation both sides share (the template'
 the system turn, the user turn, the assistant's header), t = 1 its first token
 (docs/definitions.md#offsets). A template that folds the system prompt into the first user turn
 (Gemma's) splits the same way; one that does not hold the system prompt verbatim splits at the two
-token sequences' longest common suffix.
+token sequences' longest common suffix. Every user message and turn of the conversation must be in
+the rendering as given (the whitespace around it aside), in order; a template that drops or alters
+one, or fails, is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from nohair_jax.pairs import PromptPairs
+from nohair_jax.tokenization import sequence_start
 
 TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -39,24 +42,41 @@ class ChatTemplate:
 
     def render(self, messages: list[dict], *, add_generation_prompt: bool = True) -> str:
         """The conversation ``messages`` as the model reads it (text with its special tokens);
-        ``add_generation_prompt`` ends it with the header of the assistant's turn. ValueError where
-        the template refuses the conversation (``raise_exception``) or cannot be rendered."""
-        import jinja2
-
+        ``add_generation_prompt`` ends it with the header of the assistant's turn. ValueError naming
+        the template (``origin``), in one line, where it is not valid jinja2, refuses the conversation
+        (``raise_exception``) or fails while rendering it (any exception its code raises: a division
+        by zero, text added to a number, a wrong call, endless recursion)."""
+        template = _compiled(self.source, self.name)
         try:
-            return _compiled(self.source).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                                 bos_token=self.bos_token, eos_token=self.eos_token)
-        except jinja2.TemplateError as err:
-            raise ValueError(f"the chat template of {self.origin or 'the model'} refuses the conversation: {err}") from None
+            return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                   bos_token=self.bos_token, eos_token=self.eos_token)
+        except _Refusal as err:
+            raise ValueError(f"{self.name} refuses the conversation: {_one_line(err)}") from None
+        except Exception as err:  # the template's own code failed: a user's file, so a line naming it, not a traceback
+            raise ValueError(f"{self.name} fails on the conversation ({type(err).__name__}: {_one_line(err)})") from None
+
+    @property
+    def name(self) -> str:
+        """How messages name this template: where it was read."""
+        return f"the chat template of {self.origin or 'the model'}"
 
 
-def _compiled(source: str):
+class _Refusal(Exception):
+    """A template's ``raise_exception(message)``: it refuses the conversation on purpose."""
+
+
+def _one_line(err: BaseException) -> str:
+    """The exception's text on one line (jinja2's may span several), or its type where it has none."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _compiled(source: str, name: str):
     import jinja2
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message):
-        raise jinja2.TemplateError(message)
+        raise _Refusal(message)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
@@ -64,7 +84,9 @@ def _compiled(source: str):
     try:
         return env.from_string(source)
     except jinja2.TemplateSyntaxError as err:
-        raise ValueError(f"the chat template is not valid jinja2 (line {err.lineno}): {err.message}") from None
+        raise ValueError(f"{name} is not valid jinja2 (line {err.lineno}): {err.message}") from None
+    except Exception as err:  # the parser's own limits (nesting too deep): still the template's fault
+        raise ValueError(f"{name} cannot be read as jinja2 ({type(err).__name__}: {_one_line(err)})") from None
 
 
 def chat_template(source: str | Path) -> ChatTemplate | None:
@@ -86,7 +108,7 @@ def chat_template(source: str | Path) -> ChatTemplate | None:
                  for name, i in special.items()}
         return ChatTemplate(_text(template, path, "tokenizer.chat_template"), origin=str(path), **named)
     if (path / TEMPLATE_FILE).is_file():
-        template = (path / TEMPLATE_FILE).read_text(encoding="utf-8")
+        template = _template_file(path / TEMPLATE_FILE)
         config = _tokenizer_config(path)
         return ChatTemplate(template, _token(config, "bos_token"), _token(config, "eos_token"), str(path / TEMPLATE_FILE))
     config = _tokenizer_config(path)
@@ -97,6 +119,14 @@ def chat_template(source: str | Path) -> ChatTemplate | None:
         return None
     return ChatTemplate(_text(template, path / TOKENIZER_CONFIG_FILE, "chat_template"), _token(config, "bos_token"),
                         _token(config, "eos_token"), str(path / TOKENIZER_CONFIG_FILE))
+
+
+def _template_file(path: Path) -> str:
+    """A chat_template.jinja's text; ValueError naming the file where it is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}): save the template as UTF-8") from None
 
 
 def _tokenizer_config(folder: Path) -> dict:
@@ -143,11 +173,15 @@ class SystemPromptPairs:
 
 
 def _split(tokenizer, text: str, system: str, message: str) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """``text`` tokenized (special tokens read as such) and split after the system prompt's own text:
+    """``text`` tokenized (special tokens read as such; the tokenizer's BOS first, once, where it adds one) and
+    split after the system prompt's own text:
     (prompt ids, continuation ids, t of the message's first token or None). Without the system prompt
     verbatim in ``text`` the whole rendering comes back as the prompt."""
     encoding = tokenizer.encode(text, add_special_tokens=False)
     ids, starts = np.asarray(encoding.ids, dtype=np.int32), np.asarray([o[0] for o in encoding.offsets])
+    bos = sequence_start(tokenizer)
+    if not np.array_equal(ids[: bos.size], bos):  # the tokenizer's BOS where the template does not write it
+        ids, starts = np.concatenate([bos, ids]), np.concatenate([np.full(bos.size, -1), starts])
     at = text.find(system) if system else -1
     if at < 0:
         return ids, ids[:0], None
@@ -168,7 +202,8 @@ def system_prompt_pairs(tokenizer, template: ChatTemplate, system_a: str, system
     else at their longest common suffix. ``whole``: keep every message's whole shared part, the
     shorter ones padded at the end to the longest (with their last token: a causal model's states
     before the padding do not see it), so that each message's last position (the assistant's first
-    token) is ``shared[k] - 1``. ValueError for an empty message list, equal system prompts, or
+    token) is ``shared[k] - 1``. ValueError for an empty message list, equal system prompts, a
+    template that drops or alters a turn of ``history`` or a message (``_check_whole``), or
     renderings whose shared part is empty or shorter than ``length``, naming the message."""
     if not messages:
         raise ValueError("no user messages: give at least one")
@@ -176,8 +211,11 @@ def system_prompt_pairs(tokenizer, template: ChatTemplate, system_a: str, system
         raise ValueError("the two system prompts are the same text: there is nothing to compare")
     prompts_a, prompts_b, continuations, shared, message_t, texts = [], [], [], [], [], None
     for k, message in enumerate(messages):
-        rendered = [template.render([dict(role="system", content=system), *history, dict(role="user", content=message)],
-                                    add_generation_prompt=add_generation_prompt) for system in (system_a, system_b)]
+        turns = [*history, dict(role="user", content=message)]
+        rendered = [template.render([dict(role="system", content=system), *turns], add_generation_prompt=add_generation_prompt)
+                    for system in (system_a, system_b)]
+        for text in rendered:
+            _check_whole(template, text, turns, k)
         texts = texts or tuple(rendered)
         (pa, ca, ta), (pb, cb, _) = (_split(tokenizer, text, system, message)
                                      for text, system in zip(rendered, (system_a, system_b)))
@@ -206,6 +244,22 @@ def system_prompt_pairs(tokenizer, template: ChatTemplate, system_a: str, system
                              np.asarray(shared), np.asarray(message_t), texts)
 
 
+def _check_whole(template: ChatTemplate, text: str, turns: list[dict], k: int) -> None:
+    """ValueError unless every turn of ``turns`` (the history, then message ``k``, 0-based) is in
+    ``text`` as given, in order, up to the whitespace around it (templates such as Llama 3's trim it):
+    a template that drops or rewrites a turn would measure another conversation than the one given.
+    The system prompts need no check: one dropped leaves the two renderings alike, which is refused,
+    and one rewritten is split at the common suffix."""
+    at = 0
+    for n, turn in enumerate(turns, start=1):
+        content = turn["content"].strip()
+        found = text.find(content, at)
+        if found < 0:
+            what = f"message {k + 1}" if n == len(turns) else f"turn {n} of the history ({turn['role']})"
+            raise ValueError(f"{template.name} drops or alters {what}: {content!r:.60} is not in its rendering as given")
+        at = found + len(content)
+
+
 def _common_suffix(a: np.ndarray, b: np.ndarray) -> int:
     """How many tokens at the end of ``a`` and ``b`` are equal."""
     n = min(a.size, b.size)
@@ -227,7 +281,8 @@ def read_messages(path: str | Path) -> list[str]:
 
 def read_history(path: str | Path) -> list[dict]:
     """Earlier turns of a conversation from a JSON file: a list of {"role": "user" or "assistant",
-    "content": text}, alternating, starting with the user."""
+    "content": text}, alternating, starting with the user and ending with the assistant (the turns
+    are used in exchanges, ``system_prompts.after_turns``: a last user turn would be left out)."""
     try:
         turns = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -238,6 +293,9 @@ def read_history(path: str | Path) -> list[dict]:
         role = "user" if k % 2 == 0 else "assistant"
         if not (isinstance(turn, dict) and turn.get("role") == role and isinstance(turn.get("content"), str)):
             raise ValueError(f"{path}: turn {k + 1} must be {{\"role\": \"{role}\", \"content\": text}}, got {turn!r:.80}")
+    if len(turns) % 2:  # unanswered: no exchange holds it, and before the message two user turns would follow each other
+        raise ValueError(f"{path}: turn {len(turns)}, the last, is a user turn with no assistant answer after it; the "
+                         "history is used in exchanges (a user turn and the answer): add the answer or remove the turn")
     return [dict(role=t["role"], content=t["content"]) for t in turns]
 
 

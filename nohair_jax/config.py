@@ -18,7 +18,7 @@ NORM_KINDS = ("layernorm", "rmsnorm")
 NORM_PLACEMENTS = ("pre", "post", "output", "sandwich")
 QK_NORM_SCOPES = ("head", "projection")
 POSITION_KINDS = ("learned", "sinusoidal", "rope", "alibi", "none")
-ROPE_SCALING_KINDS = ("linear", "llama3")
+ROPE_SCALING_KINDS = ("linear", "llama3", "dynamic", "longrope", "factors")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,33 +42,80 @@ class PromptLogitBias:
 
 @dataclasses.dataclass(frozen=True)
 class RopeScaling:
-    """RoPE frequency scaling, as Hugging Face's ``rope_scaling`` (``rope_parameters``) types.
+    """RoPE frequency scaling, as Hugging Face's ``rope_scaling`` (``rope_parameters``) types, and llama.cpp's
+    factor tensors. ``inv_freq[i] = theta^(-2i / R)`` for the R rotated features of a head, i < R / 2.
 
     ``linear``: every inverse frequency divided by ``factor`` (position interpolation).
     ``llama3``: Llama 3.1's rule on wavelengths ``2 pi / inv_freq``: those shorter than
     ``original_max_len / high_freq_factor`` are kept, those longer than
     ``original_max_len / low_freq_factor`` are divided by ``factor``, and in between the inverse
     frequency is interpolated linearly in ``original_max_len / wavelength``.
+    ``dynamic``: dynamic NTK. A call of T > ``original_max_len`` tokens (transformers' ``max_position_embeddings``)
+    rotates with the base ``theta (factor T / original_max_len - (factor - 1))^(R / (R - 2))``; shorter calls
+    with ``theta``.
+    ``longrope``: LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini): ``inv_freq[i] / factors[i]`` (transformers'
+    ``short_factor``) in a call of at most ``original_max_len`` tokens, ``inv_freq[i] / long_factors[i]``
+    (``long_factor``) in a longer one; cos and sin multiplied by ``attention_factor`` in both. The factors
+    are rounded to float32 first, as transformers does whatever the model's dtype.
+    ``factors``: ``inv_freq[i] / factors[i]`` at every length: llama.cpp's ``rope_freqs.weight``, the form a
+    GGUF file gives Llama 3.1's ``llama3`` scaling (its divisors ``factor``, 1, and ``1 / ((1 - s) / factor + s)``
+    with s the interpolation weight above).
+
+    ``dynamic`` and ``longrope`` read the length T of the whole call, as transformers does (its largest
+    position id + 1): a position's frequencies depend on how long the call is, not on the position alone.
+    Past ``original_max_len`` every position of a call, the first included, rotates by the long frequencies
+    (or the rescaled base), so a prefix computed alone differs from the same prefix inside a longer call.
+    (transformers' ``dynamic`` also keeps, between calls, the base of the longest call since the last one of
+    at most ``original_max_len`` tokens; here each call computes as a freshly loaded transformers model does.)
     """
 
     kind: str
-    factor: float
+    factor: float = 1.0  # linear, llama3, dynamic
     low_freq_factor: float = 1.0  # llama3 only
     high_freq_factor: float = 4.0  # llama3 only
-    original_max_len: int = 8192  # llama3 only: the context the model was pretrained at
+    original_max_len: int = 8192  # llama3, dynamic, longrope: the context the model was pretrained at
+    factors: tuple[float, ...] = ()  # longrope, factors: one divisor per rotated frequency, R / 2 of them
+    long_factors: tuple[float, ...] = ()  # longrope only: the divisors of calls longer than original_max_len
+    attention_factor: float = 1.0  # longrope only: the scale of cos and sin
 
     def __post_init__(self):
         if self.kind not in ROPE_SCALING_KINDS:
             raise ValueError(f"RopeScaling.kind={self.kind!r} is not one of {ROPE_SCALING_KINDS}")
-        for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_len"):
+        for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_len", "attention_factor"):
+            if not _positive(getattr(self, name)):
+                raise ValueError(f"RopeScaling.{name} must be a finite number > 0, got {getattr(self, name)!r}")
+        for name in ("factors", "long_factors"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
-                raise ValueError(f"RopeScaling.{name} must be a finite number > 0, got {value!r}")
+            if not (isinstance(value, (list, tuple)) and all(_positive(v) for v in value)):
+                raise ValueError(f"RopeScaling.{name} must be a list of finite numbers > 0, got {value!r:.80}")
+            object.__setattr__(self, name, tuple(float(v) for v in value))  # a list from JSON
+        reads = {"factors": ("longrope", "factors"), "long_factors": ("longrope",), "attention_factor": ("longrope",)}
+        for name, kinds in reads.items():
+            if self.kind not in kinds and getattr(self, name) != getattr(RopeScaling, name):
+                raise ValueError(f"RopeScaling.{name} is read by kind {' and '.join(kinds)} only, not {self.kind!r}")
+        if self.kind in ("longrope", "factors") and not self.factors:
+            raise ValueError(f"RopeScaling.factors must be given for kind {self.kind!r}")
+        if self.kind == "longrope" and len(self.long_factors) != len(self.factors):
+            raise ValueError(f"RopeScaling.long_factors has {len(self.long_factors)} entries, factors "
+                             f"{len(self.factors)}: one of each per rotated frequency")
         if self.kind == "llama3" and not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(
                 f"RopeScaling needs high_freq_factor > low_freq_factor, got {self.high_freq_factor} "
                 f"and {self.low_freq_factor}"
             )
+
+    def check_frequencies(self, count: int) -> None:
+        """ValueError naming the field unless each factor list has ``count`` entries (R / 2: one per rotated
+        frequency of a head)."""
+        for name in ("factors", "long_factors"):
+            n = len(getattr(self, name))
+            if n and n != count:
+                raise ValueError(f"RopeScaling.{name} has {n} entries, expected {count} (one per rotated "
+                                 f"frequency: half the {2 * count} rotated features of a head)")
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +227,8 @@ class TransformerConfig:
             object.__setattr__(self, "prompt_logit_bias", PromptLogitBias(**self.prompt_logit_bias))
         if isinstance(self.rope_scaling, dict):  # from JSON
             object.__setattr__(self, "rope_scaling", RopeScaling(**self.rope_scaling))
+        if self.position == "rope" and self.rope_scaling is not None:  # refused here, not at the first call
+            self.rope_scaling.check_frequencies(self.rotary_dim // 2)
 
     @property
     def kv_heads(self) -> int:

@@ -40,6 +40,8 @@ FRACTION = Rule("a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1)
 BOOL = Rule("true or false", lambda v: isinstance(v, bool))
 TEXT = Rule("a string", lambda v: isinstance(v, str))
 TEXTS = Rule("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
+POSITIVE_NUMBERS = Rule("a non-empty list of positive finite numbers",
+                        lambda v: isinstance(v, list) and bool(v) and all(_number(x) and x > 0 for x in v))
 MAPPING = Rule("an object (a mapping)", lambda v: isinstance(v, dict))
 # GGUF's window pattern: a flag per layer, or a window on every layer but each n-th.
 WINDOW_PATTERN = Rule("a positive integer or a list of true/false", lambda v: (_int(v) and v > 0) or (
@@ -72,6 +74,7 @@ CONFIG_SCHEMA: dict[str, Rule] = {
     "n_positions": POSITIVE_INT,
     "sliding_window": _or_null(POSITIVE_INT),
     "layer_types": _or_null(TEXTS),
+    "sliding_window_pattern": POSITIVE_INT,
     # numbers and switches
     "layer_norm_epsilon": POSITIVE_NUMBER,
     "layer_norm_eps": POSITIVE_NUMBER,
@@ -83,6 +86,7 @@ CONFIG_SCHEMA: dict[str, Rule] = {
     "partial_rotary_factor": FRACTION,
     "rope_scaling": _or_null(MAPPING),
     "rope_parameters": _or_null(MAPPING),
+    "original_max_position_embeddings": POSITIVE_INT,  # Phi-3's, which replaces its RoPE settings' own
     "activation_function": TEXT,
     "hidden_act": TEXT,
     "hidden_activation": _or_null(TEXT),
@@ -111,6 +115,9 @@ ROPE_SCHEMA: dict[str, Rule] = {
     "low_freq_factor": POSITIVE_NUMBER,
     "high_freq_factor": POSITIVE_NUMBER,
     "original_max_position_embeddings": POSITIVE_INT,
+    "short_factor": POSITIVE_NUMBERS,
+    "long_factor": POSITIVE_NUMBERS,
+    "attention_factor": POSITIVE_NUMBER,
 }
 
 # A GGUF file's tokenizer arrays (``tokenizer.ggml.*``): the vocabulary, its merges ("a b": two tokens

@@ -194,10 +194,30 @@ def _initializers(cfg: TransformerConfig):
     return nnx.initializers.normal(cfg.init_std), nnx.initializers.normal(cfg.init_std / scale)
 
 
-def scale_rope_frequencies(inv_freq: jax.Array, scaling: RopeScaling) -> jax.Array:
-    """inv_freq [head_dim / 2] -> the same frequencies under ``scaling`` (see ``RopeScaling``)."""
+def dynamic_ntk_theta(theta: float, scaling: RopeScaling, length: int, rotary_dim: int) -> float:
+    """The RoPE base of a call of ``length`` tokens under dynamic NTK scaling (``RopeScaling``): ``theta`` up to
+    ``original_max_len`` tokens, raised past it. Python floats, in transformers' order of operations."""
+    if length <= scaling.original_max_len:
+        return theta
+    if rotary_dim <= 2:
+        raise ValueError(f"dynamic RoPE scaling needs more than 2 rotated features, got {rotary_dim}")
+    stretch = scaling.factor * length / scaling.original_max_len - (scaling.factor - 1)
+    return theta * stretch ** (rotary_dim / (rotary_dim - 2))
+
+
+def scale_rope_frequencies(inv_freq: jax.Array, scaling: RopeScaling, length: int) -> jax.Array:
+    """inv_freq [R / 2] -> the same frequencies under ``scaling`` in a call of ``length`` tokens (see
+    ``RopeScaling``; ``dynamic`` changes the base instead, ``dynamic_ntk_theta``)."""
     if scaling.kind == "linear":
         return inv_freq / scaling.factor
+    if scaling.kind in ("longrope", "factors"):
+        scaling.check_frequencies(inv_freq.shape[0])
+        long = scaling.kind == "longrope" and length > scaling.original_max_len
+        # float32 first: transformers makes its longrope factors float32 tensors whatever the model's dtype.
+        factors = np.asarray(scaling.long_factors if long else scaling.factors, np.float32)
+        return inv_freq / jnp.asarray(factors, inv_freq.dtype)
+    if scaling.kind == "dynamic":
+        return inv_freq
     wavelength = 2 * math.pi / inv_freq
     smooth = (scaling.original_max_len / wavelength - scaling.low_freq_factor) / (
         scaling.high_freq_factor - scaling.low_freq_factor
@@ -211,14 +231,21 @@ def scale_rope_frequencies(inv_freq: jax.Array, scaling: RopeScaling) -> jax.Arr
 def rope_tables(
     length: int, head_dim: int, theta: float, dtype, scaling: RopeScaling | None = None
 ) -> tuple[jax.Array, jax.Array]:
-    """cos, sin [length, head_dim] in the half-split (Llama / Hugging Face) convention."""
+    """cos, sin [length, head_dim] in the half-split (Llama / Hugging Face) convention, for a call of ``length``
+    tokens (``head_dim``: the rotated features R). ``dynamic`` and ``longrope`` scalings choose their
+    frequencies from ``length`` (``RopeScaling``), and ``longrope`` scales cos and sin by its attention factor."""
     work = position_dtype(dtype)
+    if scaling is not None and scaling.kind == "dynamic":
+        theta = dynamic_ntk_theta(theta, scaling, length, head_dim)
     inv_freq = 1.0 / theta ** (jnp.arange(0, head_dim, 2, dtype=work) / head_dim)
     if scaling is not None:
-        inv_freq = scale_rope_frequencies(inv_freq, scaling)
+        inv_freq = scale_rope_frequencies(inv_freq, scaling, length)
     angles = jnp.arange(length, dtype=work)[:, None] * inv_freq[None, :]
     angles = jnp.concatenate([angles, angles], axis=-1)
-    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
+    cos, sin = jnp.cos(angles), jnp.sin(angles)
+    if scaling is not None and scaling.kind == "longrope":
+        cos, sin = cos * scaling.attention_factor, sin * scaling.attention_factor
+    return cos.astype(dtype), sin.astype(dtype)
 
 
 def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:

@@ -54,7 +54,8 @@ def random_prompt_pairs(
 
 
 def text_prompt_pairs(
-    tokens, seed: int, n_pairs: int, prompt_len: int, length: int, *, shared_continuation: bool = False
+    tokens, seed: int, n_pairs: int, prompt_len: int, length: int, *, shared_continuation: bool = False,
+    start=(),
 ) -> PromptPairs:
     """Prompts and continuations cut from one token stream (for example the bytes of a text).
 
@@ -70,6 +71,8 @@ def text_prompt_pairs(
       prompt_len: P >= 1 tokens in each prompt.
       length: T >= 1 tokens of continuation.
       shared_continuation: one continuation cut, shared by every pair (still shape [N, T]).
+      start: ids that begin every prompt, within its ``prompt_len`` (the tokenizer's BOS, which a model
+        trained with it expects first: ``tokenization.sequence_start``); the cut fills the rest.
 
     Returns:
       ``PromptPairs(prompts_a [N, P], prompts_b [N, P], continuations [N, T])``, int32. ValueError
@@ -77,6 +80,9 @@ def text_prompt_pairs(
       that is not integers.
     """
     _check_sizes(n_pairs, prompt_len, length)
+    start = np.asarray(start, np.int32).reshape(-1)
+    if start.size >= prompt_len:
+        raise ValueError(f"prompt_len {prompt_len} leaves no room for text after the {start.size} start token(s)")
     stream = np.asarray(integer_array("tokens", tokens))
     if stream.ndim != 1:
         raise ValueError(f"tokens must be a 1-D integer array, got shape {stream.shape}")
@@ -90,6 +96,7 @@ def text_prompt_pairs(
         starts = rng.integers(0, stream.size - size + 1, rows)
         return stream[starts[:, None] + np.arange(size)].astype(np.int32)
 
-    a, b = cuts(n_pairs, prompt_len), cuts(n_pairs, prompt_len)
+    a, b = (np.concatenate([np.broadcast_to(start, (n_pairs, start.size)), cuts(n_pairs, prompt_len - start.size)], 1)
+            .astype(np.int32) for _ in "ab")
     c = cuts(1 if shared_continuation else n_pairs, length)
     return PromptPairs(a, b, np.ascontiguousarray(np.broadcast_to(c, (n_pairs, length))))

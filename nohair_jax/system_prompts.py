@@ -24,8 +24,9 @@ from nohair_jax.figures import mark_half_life
 from nohair_jax.fit import FitRefused, HalfLife, alpha_table, fit_from_dict, kl_half_life, t_interval
 from nohair_jax.results import save_figure, save_json, written_together
 
-# Raw text where a model has no chat template: the system prompt, a blank line, the message.
-RAW = ChatTemplate("{% for m in messages %}{{ m['content'] }}{% if not loop.last %}\n\n{% endif %}{% endfor %}",
+# Raw text where a model has no chat template: the system prompt, a blank line, the message (with
+# --history: every turn, each after a blank line). One expression: a block tag would eat the newline after it (trim_blocks).
+RAW = ChatTemplate("{{ messages | map(attribute='content') | join('\\n\\n') }}",
                    origin="--raw (no chat template: system prompt, blank line, message)")
 
 

@@ -20,6 +20,21 @@ def tokenize(tokenizer, text: str, *, special_tokens: bool = False) -> np.ndarra
     return np.asarray(tokenizer.encode(text, add_special_tokens=special_tokens).ids, dtype=np.int32)
 
 
+def sequence_start(tokenizer) -> np.ndarray:
+    """The ids a tokenizer puts before a text that starts a sequence: int32 [k], its BOS where the tokenizer
+    adds one (``add_bos_token`` of a GGUF file or a folder's tokenizer_config.json; Gemma, Llama 2), k = 0
+    for most byte-level BPE tokenizers and for UTF-8 bytes (``tokenizer`` None). Found by encoding a probe
+    text with and without the tokenizer's special tokens."""
+    if tokenizer is None:
+        return np.zeros(0, np.int32)
+    text = tokenizer.encode("a", add_special_tokens=False).ids
+    both = tokenizer.encode("a", add_special_tokens=True).ids
+    for k in range(len(both) - len(text) + 1):
+        if both[k : k + len(text)] == text:
+            return np.asarray(both[:k], np.int32)
+    raise ValueError(f"the tokenizer's special tokens change the text itself ({text} alone, {both} with them)")
+
+
 def tokenized_prompt_pairs(tokenizer, prompts_a: list[str], prompts_b: list[str], continuations) -> PromptPairs:
     """Text prompt pairs (the texts ``prompts_a[k]`` and ``prompts_b[k]``) and shared continuations as
     token ids (``tokenize``; prompts get the tokenizer's special tokens, continuations none).

@@ -15,15 +15,19 @@ A source is one of:
         ``RUN/checkpoints/<step>``, each at its orbax step;
     one checkpoint of such a run, ``RUN/checkpoints/<step>``: that step.
 
-Every checkpoint is planned (``plan_training_steps``: step, config, vocabulary) before any weight is
-read; a source without a step, two checkpoints at one step, different vocabularies or depths, or a
-sequence longer than a checkpoint computes are refused in one line naming the checkpoints.
+Every checkpoint is planned (``plan_training_steps``: step, config, vocabulary, training context) and
+checked before any weight is read: a source without a step, one checkpoint given twice, two
+checkpoints at one step, checkpoints that are not one network (architecture, widths) or do not share a
+vocabulary, a sequence longer than a checkpoint computes, or a folder whose weights cannot be read
+(an empty or unfinished step folder) are refused in one line naming the checkpoints. A measurement
+longer than a checkpoint's training context is warned and recorded in steps.json.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,7 +38,9 @@ from matplotlib.ticker import NullFormatter
 from nohair_jax.bound import (
     BoundConditions, ExplicitCheck, NotApplicable, explicit_from_saved, explicit_result, measure_conditions,
 )
-from nohair_jax.checkpoints import checked_config, load_model, read_config, resolve_checkpoint, tokenizer_or_warning
+from nohair_jax.checkpoints import (
+    checked_config, load_model, read_config, resolve_checkpoint, tensor_headers, tokenizer_or_warning, weight_files,
+)
 from nohair_jax.checkpoints.families import CONFIG_FILE
 from nohair_jax.config import TransformerConfig
 from nohair_jax.figures import MOST_LAYERS_DRAWN, drawn_layers, layer_colors, plain_log_ticks
@@ -42,9 +48,13 @@ from nohair_jax.fit import FitRefused, HalfLife, PowerLawFit, alpha_table, alpha
 from nohair_jax.measurement import measure
 from nohair_jax.pairs import PromptPairs, random_prompt_pairs, text_prompt_pairs
 from nohair_jax.results import jsonable, load_json, save_figure, save_json, written_together
-from nohair_jax.tokenization import tokenize
+from nohair_jax.tokenization import sequence_start, tokenize
 
 BYTES = "UTF-8 bytes"  # the tokenizer of the project's own training runs (``data.encode``)
+# TransformerConfig fields that leave the network a checkpoint's weights run in unchanged: how the
+# weights were first drawn, how they are stored (a revision saved in float16 is the same network), and
+# the vocabulary (compared with the tokenizers, which say more).
+_NOT_THE_NETWORK = ("init_std", "scaled_residual_init", "dtype", "vocab_size")
 _STEP_IN_NAME = re.compile(r"(?:^|[^a-z0-9])(?:global_)?step[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 
 
@@ -56,7 +66,9 @@ class TrainingCheckpoint:
     resolved file or folder (a run's: its ``RUN/checkpoints/<step>``); step: its training step; step_from: "name"
     (read from the source's name), "run" (the orbax step of a training run) or "given";
     run: whether it is a training run's checkpoint (``train.load_trained``); config: its
-    ``TransformerConfig``; vocabulary: what its tokens mean, for comparing checkpoints (``BYTES`` for a
+    ``TransformerConfig``; context: the sequence length it was trained at (a run's ``TrainConfig.context``;
+    a Hugging Face or GGUF checkpoint's ``max_len``: its position table or ``max_position_embeddings``), None
+    where a run does not say; vocabulary: what its tokens mean, for comparing checkpoints (``BYTES`` for a
     training run, a tokenizer's ``{token: id}``, or None where a folder has no tokenizer).
     """
 
@@ -66,6 +78,7 @@ class TrainingCheckpoint:
     step_from: str
     run: bool
     config: TransformerConfig
+    context: int | None = None
     vocabulary: str | dict | None = dataclasses.field(default=None, repr=False, compare=False)
     tokenizer: object = dataclasses.field(default=None, repr=False, compare=False)
 
@@ -107,6 +120,14 @@ def _run_steps(run: Path) -> list[int]:
     return sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.is_dir() and p.name.isdigit())
 
 
+def _run_context(run: Path) -> int | None:
+    """The sequence length a training run trained at (its config.json's ``train.context``), None where
+    it holds none."""
+    train = load_json(run / CONFIG_FILE).get("train")
+    context = train.get("context") if isinstance(train, dict) else None
+    return context if isinstance(context, int) and not isinstance(context, bool) else None
+
+
 def _checkpoint_config(path: Path, seq_len: int | None) -> TransformerConfig:
     """A Hugging Face folder's or a GGUF file's config, ``seq_len`` checked; no weight read."""
     if path.is_file():
@@ -131,6 +152,72 @@ def _expand(source: str | Path) -> list[tuple[str, Path, int | None, bool]]:
     return [(str(source), resolved, step_in_name(name), False)]
 
 
+def _once_each(planned: Sequence[TrainingCheckpoint]) -> None:
+    """ValueError naming a checkpoint given twice: one file or folder, once its path is resolved (links,
+    ``..``, a run folder and one of its checkpoints), whatever steps it was given."""
+    seen = {}
+    for c in planned:
+        where = c.path.resolve()
+        if where in seen:
+            first = seen[where]
+            named = "" if first.source == c.source else f" (as {first.source!r} and {c.source!r})"
+            raise ValueError(f"checkpoint {str(first.path)!r} is given twice{named}: give each checkpoint once")
+        seen[where] = c
+
+
+def _network(config: TransformerConfig) -> dict:
+    """The config fields that define the network's shapes and computation, defaults written out (a
+    ``d_mlp`` of None is ``4 * d_model``), so that two configs of one network compare equal."""
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in _NOT_THE_NETWORK}
+    fields.update(n_kv_heads=config.kv_heads, head_width=config.head_dim, d_mlp=config.mlp_width,
+                  qkv_bias=config.bias if config.qkv_bias is None else config.qkv_bias)
+    if config.position != "learned":
+        del fields["max_len"]  # the size of the learned position table; other positions compute any length
+    return fields
+
+
+def _one_network(planned: Sequence[TrainingCheckpoint]) -> None:
+    """ValueError naming the first checkpoint (by step) that is not the first one's network (``_network``):
+    along training only the weights may differ."""
+    first, reference = planned[0], _network(planned[0].config)
+    for other in planned[1:]:
+        fields = _network(other.config)
+        differ = [k for k in dict.fromkeys([*reference, *fields]) if reference.get(k) != fields.get(k)]
+        if differ:
+            name, more = differ[0], f" (and {', '.join(differ[1:])})" if differ[1:] else ""
+            raise ValueError(f"checkpoints {first.source!r} and {other.source!r} are not one network: {name} "
+                             f"{reference.get(name)!r} and {fields.get(name)!r}{more}; along training only the "
+                             "weights may differ")
+
+
+def _unreadable_run_checkpoint(path: Path) -> str | None:
+    """Why orbax cannot restore a run's ``checkpoints/<step>`` folder, or None: its parameters are listed in
+    ``params/_METADATA`` (an empty folder, or one left by a save that never finished, has none)."""
+    metadata = path / "params" / "_METADATA"
+    if not metadata.is_file():
+        return "holds no parameters (no params/_METADATA: empty, or a save that never finished)"
+    try:
+        saved = load_json(metadata)
+    except (ValueError, UnicodeDecodeError):
+        saved = None
+    tree = saved.get("tree_metadata") if isinstance(saved, dict) else None
+    if not (isinstance(tree, dict) and tree):
+        return "holds a damaged params/_METADATA (not orbax's list of the parameters)"
+    return None
+
+
+def _readable(checkpoint: TrainingCheckpoint) -> None:
+    """ValueError (CheckpointError) naming a folder whose weights cannot be read, from what lists them
+    (orbax's metadata, safetensors headers), no weight read: so that no checkpoint fails after others
+    were measured. A GGUF file's tensors were listed when its config was read."""
+    if checkpoint.run:
+        why = _unreadable_run_checkpoint(checkpoint.path)
+        if why:
+            raise ValueError(f"checkpoint folder {str(checkpoint.path)!r} {why}: remove it or leave it out")
+    elif checkpoint.path.is_dir():
+        tensor_headers(weight_files(checkpoint.path))
+
+
 def _vocabulary(checkpoint: TrainingCheckpoint) -> TrainingCheckpoint:
     if checkpoint.run:
         return dataclasses.replace(checkpoint, vocabulary=BYTES)
@@ -148,7 +235,10 @@ def _same_vocabulary(a: TrainingCheckpoint, b: TrainingCheckpoint) -> str | None
     if BYTES in (a.vocabulary, b.vocabulary):
         which = a if a.vocabulary == BYTES else b
         return f"{which.source!r} reads {BYTES}, the other a tokenizer"
-    return "tokenizers of different vocabularies (tokenizer.json or the GGUF file's)"
+    va, vb = a.vocabulary, b.vocabulary
+    token = next(t for t in sorted(va.keys() | vb.keys()) if va.get(t) != vb.get(t))
+    ids = [f"id {v[token]}" if token in v else "absent" for v in (va, vb)]
+    return f"tokenizers of different vocabularies, token {token!r} is {ids[0]} and {ids[1]}"
 
 
 def plan_training_steps(
@@ -165,8 +255,9 @@ def plan_training_steps(
 
     Returns a list of ``TrainingCheckpoint`` sorted by step. ValueError, in one line naming the
     checkpoints, for: fewer than two checkpoints; a missing source; a checkpoint whose step is
-    neither in its name nor given; two checkpoints at one step; different depths; different
-    vocabularies (sizes, or tokenizers where both have one).
+    neither in its name nor given; one checkpoint given twice (``_once_each``); two checkpoints at
+    one step; checkpoints that are not one network (``_one_network``); different vocabularies (sizes,
+    or tokenizers where both have one); a folder whose weights cannot be read (``_readable``).
     """
     sources = list(sources)
     if steps is not None and len(steps) != len(sources):
@@ -189,21 +280,18 @@ def plan_training_steps(
             if run:
                 from nohair_jax.train import run_model_config  # the training module (orbax) only for runs
 
-                config = run_model_config(path.parent.parent)
+                config, context = run_model_config(path.parent.parent), _run_context(path.parent.parent)
             else:
                 config = _checkpoint_config(path, seq_len)
-            planned.append(TrainingCheckpoint(name, path, step, step_from, run, config))
+                context = config.max_len
+            planned.append(TrainingCheckpoint(name, path, step, step_from, run, config, context))
     if len(planned) < 2:
         raise ValueError(f"{len(planned)} checkpoint given: a measurement along training needs at least two")
+    _once_each(planned)
     planned.sort(key=lambda c: c.step)
     for a, b in zip(planned, planned[1:]):
         if a.step == b.step:
             raise ValueError(f"checkpoints {a.source!r} and {b.source!r} are both at step {a.step}")
-    first = planned[0]
-    for other in planned[1:]:
-        if other.config.n_layers != first.config.n_layers:
-            raise ValueError(f"checkpoints {first.source!r} and {other.source!r} have {first.config.n_layers} and "
-                             f"{other.config.n_layers} layers: not one model along training")
     if seq_len is not None:
         for c in planned:
             if c.run and c.config.position == "learned" and seq_len > c.config.max_len:
@@ -213,12 +301,32 @@ def plan_training_steps(
     # compared by size only), so that two known ones always meet.
     reference = next((c for c in planned if c.vocabulary is not None), planned[0])
     for other in planned:
-        why = None if other is reference else _same_vocabulary(reference, other)
+        a, b = sorted((reference, other), key=lambda c: c.step)
+        why = None if other is reference else _same_vocabulary(a, b)
         if why:
-            a, b = sorted((reference, other), key=lambda c: c.step)
             raise ValueError(f"checkpoints {a.source!r} and {b.source!r} do not share a vocabulary ({why}): "
                              "the same prompt pairs would mean different text")
+    _one_network(planned)
+    for c in planned:
+        _readable(c)
     return planned
+
+
+def _past_context(planned: Sequence[TrainingCheckpoint], seq_len: int) -> list[TrainingCheckpoint]:
+    """The checkpoints a sequence of ``seq_len`` tokens runs past the training context of."""
+    return [c for c in planned if c.context is not None and seq_len > c.context]
+
+
+def past_training_context(planned: Sequence[TrainingCheckpoint], seq_len: int) -> str | None:
+    """A line saying which checkpoints a sequence of ``seq_len`` tokens (P + T) runs past the training
+    context of (``TrainingCheckpoint.context``), or None where it runs past none: offsets measured there
+    are measured on positions the model never trained on."""
+    past = _past_context(planned, seq_len)
+    if not past:
+        return None
+    contexts = "/".join(str(n) for n in sorted({c.context for c in past}))
+    return (f"P + T = {seq_len} tokens run past the training context ({contexts} tokens) of the checkpoints at "
+            f"steps {', '.join(str(c.step) for c in past)}: positions beyond it were never trained on")
 
 
 def shared_tokenizer(planned: Sequence[TrainingCheckpoint]):
@@ -253,7 +361,8 @@ class StepResult:
         c = self.checkpoint
         return {
             "source": c.source, "path": str(c.path.resolve()), "step": c.step, "step_from": c.step_from,
-            "model": c.config.to_dict(), "alpha": alphas(self.fits), "fits": [f.to_dict() for f in self.fits],
+            "model": c.config.to_dict(), "training_context": c.context, "alpha": alphas(self.fits),
+            "fits": [f.to_dict() for f in self.fits],
             "kl_half_life": self.half_life.to_dict(), "conditions": self.conditions.to_dict(),
             "explicit": (self.explicit.to_dict() if isinstance(self.explicit, NotApplicable)
                          else [e.to_dict() for e in self.explicit]),
@@ -296,7 +405,8 @@ def _pairs(planned, *, n_pairs, prompt_len, length, pair_seed, text) -> tuple[Pr
         vocab = planned[0].config.vocab_size
         return random_prompt_pairs(pair_seed, n_pairs, prompt_len, length, vocab), "random tokens"
     tokenizer = shared_tokenizer(planned)
-    pairs = text_prompt_pairs(tokenize(tokenizer, text), pair_seed, n_pairs, prompt_len, length)
+    pairs = text_prompt_pairs(tokenize(tokenizer, text), pair_seed, n_pairs, prompt_len, length,
+                              start=sequence_start(tokenizer))
     return pairs, f"cut from text, as {BYTES if tokenizer is None else 'tokens of the shared tokenizer'}"
 
 
@@ -332,7 +442,9 @@ def measure_training_steps(
       on_step: called as ``on_step(k, checkpoint, None)`` before checkpoint k (0-based) loads, and as
         ``on_step(k, checkpoint, result)`` once it is measured (a ``StepResult``).
 
-    Returns a ``TrainingSteps``. One checkpoint is in memory at a time.
+    Returns a ``TrainingSteps``. One checkpoint is in memory at a time. A measurement (P + T) longer
+    than some checkpoint's training context is warned (``past_training_context``) and its steps are
+    recorded (``settings["past_training_context"]``).
     """
     sources = list(sources)
     if sources and all(isinstance(s, TrainingCheckpoint) for s in sources):
@@ -343,6 +455,9 @@ def measure_training_steps(
         raise ValueError(f"fit_t_min {fit_t_min} leaves no fit window in T = {length} continuation tokens")
     pairs, described = _pairs(planned, n_pairs=n_pairs, prompt_len=prompt_len, length=length, pair_seed=pair_seed,
                               text=text)
+    past = past_training_context(planned, prompt_len + length)
+    if past:
+        warnings.warn(past, stacklevel=2)
     fit_kwargs = dict(t_min=fit_t_min, n_boot=n_boot)
     results = []
     for k, checkpoint in enumerate(planned):
@@ -360,7 +475,8 @@ def measure_training_steps(
             on_step(k, checkpoint, results[-1])
     settings = dict(n_pairs=n_pairs, prompt_len=prompt_len, length=length, pair_seed=pair_seed, pairs=described,
                     fit_settings=fit_kwargs, threshold=threshold,
-                    kl_positions="every t" if kl_positions is None else str(kl_positions))
+                    kl_positions="every t" if kl_positions is None else str(kl_positions),
+                    past_training_context=[c.step for c in _past_context(planned, prompt_len + length)])
     return TrainingSteps(tuple(results), settings)
 
 
@@ -413,6 +529,10 @@ def report(summary: dict) -> str:
             lines.append(f"step {row['step']}: no fit at layer(s) {', '.join(refused)} (steps.json says why)")
         for failure in row["conditions"]["failures"]:
             lines.append(f"step {row['step']}: {failure}")
+    past = summary["settings"].get("past_training_context")  # absent from a steps.json of an earlier version
+    if past:
+        lines.append(f"steps {', '.join(map(str, past))}: measured past the training context (P + T = "
+                     f"{summary['settings']['prompt_len'] + summary['settings']['length']} tokens)")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ byte-level BPE (``byte_vocab``) or a tiny SentencePiece vocabulary (``sentencepi
 
 from __future__ import annotations
 
+import math
 import zlib
 from pathlib import Path
 
@@ -151,9 +152,39 @@ def _metadata(c, arch: str) -> dict:
         values.update(attn_logit_softcapping=c.attn_logit_softcapping, final_logit_softcapping=c.final_logit_softcapping)
     if arch in ("gemma2", "gemma3", "phi3"):
         values["attention.sliding_window"] = c.sliding_window or 0  # Phi-3: 0 for none
-    if scaling is not None:
+    if arch == "phi3":
+        values["rope.scaling.original_context_length"] = c.original_max_position_embeddings
+    if scaling is not None and scaling["rope_type"] == "longrope":  # Phi3MiniModel: factor tensors, an attention factor
+        scale, original = c.max_position_embeddings / c.original_max_position_embeddings, c.original_max_position_embeddings
+        values["rope.scaling.attn_factor"] = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0
+    elif scaling is not None and scaling["rope_type"] != "llama3":  # llama3: rope_freqs.weight only
         values.update({"rope.scaling.type": scaling["rope_type"], "rope.scaling.factor": float(scaling["factor"])})
     return values
+
+
+def rope_factor_tensors(c) -> dict[str, np.ndarray]:
+    """The RoPE factor tensors llama.cpp's converter adds (float32): LlamaModel's ``rope_freqs`` for llama3
+    scaling (each frequency's divisor, from float32 frequencies), Phi3MiniModel's long and short sets."""
+    _, scaling = _rope(c)
+    if scaling is None or scaling["rope_type"] not in ("llama3", "longrope"):
+        return {}
+    if scaling["rope_type"] == "longrope":
+        return {f"rope_factors_{n}.weight": np.asarray(scaling[f"{n}_factor"], np.float32) for n in ("long", "short")}
+    dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    freqs = 1.0 / (np.float32(scaling["rope_theta"]) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    divisors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / float(freq)
+        if wavelen < old / high:
+            divisors.append(1.0)
+        elif wavelen > old / low:
+            divisors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            divisors.append(1 / ((1 - smooth) / factor + smooth))
+    return {"rope_freqs.weight": np.asarray(divisors, np.float32)}
 
 
 def _add(writer, name: str, value) -> None:
@@ -179,7 +210,8 @@ def write_gguf(path: Path, hf_model=None, arch: str = "llama", *, weight_type: s
     prefix). ``weight_type``: the type of every 2-D weight (norms stay F32). ``drop``: GGUF tensor names
     left out; ``replace``: name -> (array, raw_dtype or None) written instead; ``skip_metadata``: keys
     (after the prefix) left out; ``metadata``: more keys (full names) written; ``extra``: more tensors
-    (name -> float32 array, GGUF's layout). ``tokenizer_model``: "gpt2" (``byte_vocab``) or "llama"
+    (name -> float32 array, GGUF's layout), after the RoPE factor tensors the converter adds
+    (``rope_factor_tensors``). ``tokenizer_model``: "gpt2" (``byte_vocab``) or "llama"
     (``sentencepiece_vocab(scores)``); by default the architecture's (``SENTENCEPIECE_ARCHITECTURES``).
     """
     name = architecture or arch
@@ -237,7 +269,8 @@ def write_gguf(path: Path, hf_model=None, arch: str = "llama", *, weight_type: s
                 x = x + np.float32(1.0)
             data, raw = encode_tensor(x, weight_type if x.ndim == 2 else "F32", g)
             writer.add_tensor(g, data, raw_dtype=raw)
-    for g, x in (extra or {}).items():
+    factors = {g: x for g, x in (rope_factor_tensors(hf_model.config) if hf_model is not None else {}).items() if g not in drop}
+    for g, x in {**factors, **(extra or {})}.items():
         writer.add_tensor(g, x)
     assert not replace, f"no such tensors: {list(replace)}"
     writer.write_header_to_file()

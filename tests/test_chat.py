@@ -2,6 +2,7 @@
 into prompts and shared continuation, and `nohair prompts` end to end on the packaged SmolLM2."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -59,11 +60,12 @@ def test_a_template_that_folds_the_system_prompt_into_the_user_turn_splits_after
 
 def test_a_template_that_rewrites_the_system_prompt_splits_at_the_common_suffix(smollm2):
     tokenizer, _ = smollm2
-    shouting = ChatTemplate("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] | upper }}\n{% endfor %}")
+    shouting = ChatTemplate("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] | upper if m['role'] == 'system' "
+                            "else m['content'] }}\n{% endfor %}")
     sp = system_prompt_pairs(tokenizer, shouting, PIRATE, LAWYER, MESSAGES[:1], add_generation_prompt=False)
     assert sp.message_t.tolist() == [0]  # not located: the continuation is what the two share at the end
     text = tokenizer.decode(sp.pairs.continuations[0].tolist())
-    assert text.endswith("[user] HOW DO I KEEP TOMATO PLANTS FROM GROWING ONLY LEAVES?\n") and "PIRATE" not in text
+    assert text.endswith("[user] How do I keep tomato plants from growing only leaves?\n") and "PIRATE" not in text
 
 
 def test_whole_continuations_padded_at_the_end_leave_each_message_s_last_position_as_it_is_alone(smollm2):
@@ -158,6 +160,7 @@ def test_cli_prompts_on_smollm2_writes_the_result_set(tmp_path, capsys):
 
 @pytest.mark.parametrize("case, expected", [
     ("no template", "carries no chat template"),
+    ("unanswered", "turn 3, the last, is a user turn with no assistant answer after it"),
     ("one system prompt", "give two or more system prompts"),
     ("empty messages", "holds no message"),
     ("too long", "8192"),
@@ -177,10 +180,103 @@ def test_cli_prompts_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, 
     systems = ["--system", PIRATE] + ([] if case == "one system prompt" else ["--system", LAWYER])
     out = tmp_path / "run"
     argv = ["prompts", "--checkpoint", str(checkpoint), *systems, "--messages", str(messages), "--out", str(out)]
-    extra = {"window": ["--fit-t-min", "500"], "turns": ["--turns", "2"]}.get(case, [])
+    history = tmp_path / "conversation.json"
+    history.write_text(json.dumps([dict(role="user", content="Hi."), dict(role="assistant", content="Hello."),
+                                   dict(role="user", content="Never answered.")]))
+    extra = {"window": ["--fit-t-min", "500"], "turns": ["--turns", "2"], "unanswered": ["--history", str(history)]}.get(case, [])
     assert main(argv + extra) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("nohair prompts: error: ") and expected in err and "\n" not in err, err
     if case == "no template":
         assert "--raw" in err
     assert not out.exists() or not any(p.name != ".nohair.lock" for p in out.iterdir())
+
+
+def test_a_history_ending_with_an_unanswered_user_turn_is_refused_naming_the_file_and_turn(tmp_path):
+    """History is used in exchanges (user, assistant): a last user turn would be left out of every
+    conversation without a word, so it is refused."""
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps([dict(role="user", content="a"), dict(role="assistant", content="b"),
+                                 dict(role="user", content="c")]))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(turns))}: turn 3, the last, is a user turn with no assistant answer"):
+        read_history(turns)
+
+
+@pytest.mark.parametrize("source, what", [
+    ("{{ messages[0]['content'] }}|{{ messages[-1]['content'] }}", r"turn 1 of the history \(user\): 'Hello.'"),
+    ("{% for m in messages %}{{ m['content'][:20] }}|{% endfor %}", "message 1: 'How do I keep tomato plants"),
+    ("{% for m in messages %}{{ m['content'] | upper if loop.last else m['content'] }}|{% endfor %}",
+     "message 1: 'How do I keep tomato plants"),
+])
+def test_a_template_that_drops_or_alters_a_turn_is_refused_naming_it(smollm2, source, what):
+    """Every turn given (the history's, then the message) must be in the rendering as given: a
+    template that keeps only the system prompt and the last turn, cuts or rewrites a message would
+    measure another conversation."""
+    tokenizer, _ = smollm2
+    history = [dict(role="user", content="Hello."), dict(role="assistant", content="Hi! How can I help?")]
+    template = ChatTemplate(source, origin="mine.jinja")
+    with pytest.raises(ValueError, match=f"^the chat template of mine.jinja drops or alters {what}"):
+        system_prompt_pairs(tokenizer, template, PIRATE, LAWYER, MESSAGES, history=history)
+
+
+def test_a_template_that_trims_the_turns_keeps_them(smollm2):
+    """The whitespace around a turn is not part of it: templates such as Llama 3's trim it."""
+    tokenizer, _ = smollm2
+    trimming = ChatTemplate("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] | trim }}</s>{% endfor %}")
+    history = [dict(role="user", content="  Hello.\n"), dict(role="assistant", content="\nHi! How can I help?  ")]
+    sp = system_prompt_pairs(tokenizer, trimming, PIRATE, LAWYER, MESSAGES, history=history)
+    assert sp.texts[0].endswith("<user>Hello.</s><assistant>Hi! How can I help?</s><user>" + MESSAGES[0] + "</s>")
+
+
+FAILING_TEMPLATES = {  # a user's template whose own code fails: the line names it and what failed
+    "division by zero": ("{{ 1 / 0 }}", r"fails on the conversation \(ZeroDivisionError: division by zero\)"),
+    "text plus a number": ("{{ messages[0]['content'] + 1 }}", r"fails on the conversation \(TypeError: can only concatenate"),
+    "an attribute called that is not there": ("{{ messages.nope() }}",
+                                              r"fails on the conversation \(UndefinedError: 'list object' has no attribute 'nope'\)"),
+    "a method called with wrong arguments": ("{{ messages[0]['content'].split(1, 2, 3) }}",
+                                             r"fails on the conversation \(TypeError: split\(\) takes at most 2 arguments"),
+    "endless recursion": ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+                          r"fails on the conversation \(RecursionError: maximum recursion depth exceeded"),
+    "nesting too deep to parse": ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
+                                  r"cannot be read as jinja2 \(RecursionError: maximum recursion depth exceeded"),
+}
+
+
+@pytest.mark.parametrize("case", [*FAILING_TEMPLATES, "not UTF-8"])
+def test_a_failing_template_is_one_line_naming_it_in_python_and_on_the_command_line(tmp_path, capsys, smollm2, case):
+    """Any exception from a user's chat template (a folder's chat_template.jinja here) becomes one
+    ValueError line naming the template's file, and ``nohair prompts`` prints it and exits 2."""
+    from nohair_jax.checkpoints.hf_folder import TOKENIZER_FILE
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    smollm2[0].save(str(folder / TOKENIZER_FILE))
+    path = folder / "chat_template.jinja"
+    if case == "not UTF-8":
+        path.write_bytes(b"{{ 1 }}\xff")  # a byte that begins no UTF-8 character
+        expected = re.escape(f"{path} is not UTF-8 text (byte 7: invalid start byte): save the template as UTF-8")
+    else:
+        source, failure = FAILING_TEMPLATES[case]
+        path.write_text(source)
+        expected = re.escape(f"the chat template of {path} ") + failure
+    with pytest.raises(ValueError, match="^" + expected) as raised:
+        chat_template(folder).render([dict(role="system", content=PIRATE), dict(role="user", content=MESSAGES[0])])
+    assert "\n" not in str(raised.value)
+    messages = tmp_path / "messages.txt"
+    messages.write_text(MESSAGES[0])
+    argv = ["prompts", "--checkpoint", str(folder), "--system", PIRATE, "--system", LAWYER, "--messages", str(messages),
+            "--out", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(f"nohair prompts: error: {expected}[^\n]*\n", err), err  # the same line (a recursion's text varies)
+
+
+def test_raw_text_is_the_system_prompt_a_blank_line_and_the_message():
+    """--raw: the turns joined by one blank line each, exactly (a block tag under trim_blocks would
+    eat the second newline)."""
+    from nohair_jax.system_prompts import RAW
+
+    system, user = dict(role="system", content=PIRATE), dict(role="user", content=MESSAGES[0])
+    assert RAW.render([system, user]) == PIRATE + "\n\n" + MESSAGES[0]
+    history = [dict(role="user", content="Hello."), dict(role="assistant", content="Hi!")]
+    assert RAW.render([system, *history, user]) == f"{PIRATE}\n\nHello.\n\nHi!\n\n{MESSAGES[0]}"

@@ -557,10 +557,10 @@ def test_unknown_architecture_and_missing_metadata(hf_model, tmp_path):
 
 
 def test_settings_llama_cpp_writes_that_are_not_computed_are_refused_by_name(hf_model, tmp_path):
-    # Llama 3.1's RoPE scaling (and Phi-3's longrope) as a tensor of frequency factors.
-    path = write_gguf(tmp_path / "freqs.gguf", hf_model("llama_gqa"), extra={"rope_freqs.weight": np.ones(8, np.float32)})
-    assert load_error(path) == (f"{path}: RoPE frequencies scaled by the tensor rope_freqs.weight (Llama 3.1's or "
-                                f"Phi-3's long-context RoPE) are not supported")
+    # RoPE frequency factors where llama.cpp reads none (it reads them in llama and phi3 files: test_rope_variants).
+    path = write_gguf(tmp_path / "freqs.gguf", hf_model("qwen2"), "qwen2", extra={"rope_freqs.weight": np.ones(8, np.float32)})
+    assert load_error(path) == (f"{path}: the RoPE factor tensor rope_freqs.weight in a qwen2 file is not supported (read: "
+                                f"rope_freqs.weight in llama files, rope_factors_short/long.weight in phi3 files)")
     # A window pattern that does not cover the layers.
     path = write_gguf(tmp_path / "pattern.gguf", hf_model("gemma2"), "gemma2",
                       metadata={"gemma2.attention.sliding_window_pattern": [True]})

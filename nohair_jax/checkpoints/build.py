@@ -91,9 +91,11 @@ def checked_config(hf: dict, where: str, dtype: str | None, seq_len: int | None)
     """The model's config and architecture from a Hugging Face config dict; ``seq_len`` checked.
 
     ``where`` names the source in errors (a folder's config.json, a GGUF file); every key read is first
-    held to ``metadata.CONFIG_SCHEMA``.
+    held to ``metadata.CONFIG_SCHEMA``, then what the config does not say is the family's default
+    (``Architecture.defaults``: transformers' own).
     """
     arch = architecture(check_config(hf, where))
+    hf = arch.filled(hf)
     limit, why = arch.limit(hf)
     if seq_len is not None and seq_len > limit:
         raise CheckpointError(f"{seq_len} tokens asked, but {where} computes at most {limit}: {why}")

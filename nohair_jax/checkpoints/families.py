@@ -15,10 +15,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nohair_jax.config import RopeScaling, TransformerConfig
+from nohair_jax.checkpoints.config_rules import CONFIG_FILE, get, refuse
+from nohair_jax.checkpoints.rope import gemma_rope, rope_checks, rope_params, rope_scaling
+from nohair_jax.config import TransformerConfig
 from nohair_jax.metadata import CheckpointError
 
-CONFIG_FILE = "config.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,142 +188,157 @@ def _expand(table: dict, n_layers: int) -> dict[str, tuple[tuple[str, Callable],
 
 
 # ---------------------------------------------------------------------------------------------
-# Configs: Hugging Face config.json (a dict) -> TransformerConfig, refusing what we do not compute.
+# Defaults: what transformers' config class of each model_type fills in where config.json says nothing
+# (its field defaults), for every key a config rule reads. A rule then derives what transformers'
+# ``__post_init__`` derives from a value that is still null (grouped heads from num_attention_heads, a head
+# size from hidden_size, layer types from a window pattern). The sizes that fix the weights' shapes
+# (vocabulary, widths, depth) have no default: a config without them is refused by name.
+
+GPT2_DEFAULTS = dict(n_inner=None, n_positions=1024, layer_norm_epsilon=1e-5, activation_function="gelu_new",
+                     tie_word_embeddings=True, scale_attn_by_inverse_layer_idx=False, scale_attn_weights=True,
+                     add_cross_attention=False)
+LLAMA_DEFAULTS = dict(num_key_value_heads=None, head_dim=None, max_position_embeddings=2048, rms_norm_eps=1e-6,
+                      hidden_act="silu", tie_word_embeddings=False, attention_bias=False, mlp_bias=False)
+MISTRAL_DEFAULTS = dict(num_key_value_heads=8, head_dim=None, max_position_embeddings=131072, sliding_window=4096,
+                        rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=False)
+QWEN2_DEFAULTS = dict(num_key_value_heads=32, head_dim=None, max_position_embeddings=32768, sliding_window=4096,
+                      layer_types=None, rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=False,
+                      use_sliding_window=False, max_window_layers=28)
+QWEN3_DEFAULTS = dict(QWEN2_DEFAULTS, head_dim=128, attention_bias=False)
+NEOX_DEFAULTS = dict(max_position_embeddings=2048, layer_norm_eps=1e-5, use_parallel_residual=True, hidden_act="gelu",
+                     tie_word_embeddings=False, attention_bias=True, rotary_pct=0.25, rotary_emb_base=10000.0)
+OLMO2_DEFAULTS = dict(LLAMA_DEFAULTS, rms_norm_eps=1e-5)
+PHI3_DEFAULTS = dict(num_key_value_heads=None, head_dim=None, max_position_embeddings=4096, sliding_window=None,
+                     rms_norm_eps=1e-5, hidden_act="silu", tie_word_embeddings=False, partial_rotary_factor=1.0)
+GEMMA2_DEFAULTS = dict(num_key_value_heads=4, head_dim=256, max_position_embeddings=8192, sliding_window=4096,
+                       layer_types=None, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+                       query_pre_attn_scalar=256, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                       tie_word_embeddings=True, attention_bias=False, use_bidirectional_attention=None,
+                       sliding_window_pattern=2)
+GEMMA3_DEFAULTS = dict(GEMMA2_DEFAULTS, max_position_embeddings=131072, attn_logit_softcapping=None,
+                       final_logit_softcapping=None, use_bidirectional_attention=False, sliding_window_pattern=6)
 
 
-def _get(settings: dict, key: str):
-    """settings[key], or CheckpointError naming the key (config.json lacks a setting we need)."""
-    if settings.get(key) is None:
-        raise CheckpointError(f"{CONFIG_FILE} has no {key!r}")
-    return settings[key]
-
-
-def _refuse(*checks: tuple[bool, str]) -> None:
-    """CheckpointError naming every setting whose check is true (settings we do not compute)."""
-    problems = [message for bad, message in checks if bad]
-    if problems:
-        raise CheckpointError(f"unsupported settings in {CONFIG_FILE}: " + "; ".join(problems))
+# ---------------------------------------------------------------------------------------------
+# Configs: Hugging Face config.json (a dict, its family's defaults filled in) -> TransformerConfig,
+# refusing what we do not compute.
 
 
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
 def _gpt2_limit(hf: dict) -> tuple[int, str]:
-    return _get(hf, "n_positions"), "its learned position table (n_positions)"
+    return get(hf, "n_positions"), "its learned position table (n_positions)"
 
 
 def _gpt2_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
-    activation = hf.get("activation_function", "gelu_new")
-    _refuse(
+    activation = hf["activation_function"]
+    refuse(
         (activation not in GPT2_ACTIVATIONS, f"activation_function={activation!r} (supported: {sorted(GPT2_ACTIVATIONS)})"),
-        (bool(hf.get("scale_attn_by_inverse_layer_idx")), "scale_attn_by_inverse_layer_idx=true"),
-        (not hf.get("scale_attn_weights", True), "scale_attn_weights=false"),
-        (bool(hf.get("add_cross_attention")), "add_cross_attention=true"),
+        (hf["scale_attn_by_inverse_layer_idx"], "scale_attn_by_inverse_layer_idx=true"),
+        (not hf["scale_attn_weights"], "scale_attn_weights=false"),
+        (hf["add_cross_attention"], "add_cross_attention=true"),
     )
     return TransformerConfig(
-        vocab_size=_get(hf, "vocab_size"), d_model=_get(hf, "n_embd"), n_heads=_get(hf, "n_head"),
-        n_layers=_get(hf, "n_layer"), d_mlp=hf.get("n_inner"), mlp=GPT2_ACTIVATIONS[activation], norm="layernorm",
-        norm_eps=hf.get("layer_norm_epsilon", 1e-5), position="learned", max_len=max_len,
-        tied_embeddings=hf.get("tie_word_embeddings", True), bias=True, dtype=dtype,
+        vocab_size=get(hf, "vocab_size"), d_model=get(hf, "n_embd"), n_heads=get(hf, "n_head"),
+        n_layers=get(hf, "n_layer"), d_mlp=hf["n_inner"], mlp=GPT2_ACTIVATIONS[activation], norm="layernorm",
+        norm_eps=hf["layer_norm_epsilon"], position="learned", max_len=max_len,
+        tied_embeddings=hf["tie_word_embeddings"], bias=True, dtype=dtype,
     )
 
 
-def _rope_params(hf: dict) -> dict:
-    """RoPE settings in one dict, from either layout: transformers >= 5 writes ``rope_parameters``
-    (theta inside), older configs a top-level ``rope_theta`` and ``rope_scaling`` (``type`` for
-    ``rope_type``)."""
-    params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
-    params.setdefault("rope_theta", hf.get("rope_theta", 10000.0))
-    params.setdefault("rope_type", params.get("type", "default"))
-    params.setdefault("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0))
-    return params
+LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
-def _rope_checks(hf: dict, partial_rotary: bool = False) -> tuple[tuple[bool, str], ...]:
-    """What a family's RoPE settings may not hold; ``partial_rotary``: whether the family turns only part
-    of each head (Phi-3 may), else a ``partial_rotary_factor`` below 1 is refused."""
-    params = _rope_params(hf)
-    kind, partial = params["rope_type"], params["partial_rotary_factor"]
-    return (
-        (kind not in ("default", "linear", "llama3"), f"rope type {kind!r} (supported: default, linear, llama3)"),
-        (partial != 1.0 and not partial_rotary, f"partial_rotary_factor={partial} (supported for phi3, gpt_neox)"),
-        (any(isinstance(v, dict) for v in params.values()), "RoPE settings per layer type"),
-    )
-
-
-def _rope(hf: dict) -> tuple[float, RopeScaling | None]:
-    """(rope_theta, scaling) of a config that passed ``_rope_checks``."""
-    params = _rope_params(hf)
-    theta, kind = params["rope_theta"], params["rope_type"]
-    if kind == "default":
-        return theta, None
-    if kind == "linear":
-        return theta, RopeScaling("linear", _get(params, "factor"))
-    return theta, RopeScaling(
-        "llama3", _get(params, "factor"), _get(params, "low_freq_factor"), _get(params, "high_freq_factor"),
-        params.get("original_max_position_embeddings", _get(hf, "max_position_embeddings")),
-    )
+def _layer_kinds(hf: dict, derived: Callable[[int], bool]) -> list[str]:
+    """Each layer's attention kind: ``layer_types`` where the config gives it (checked: one known kind per
+    layer), else "sliding_attention" on the layers ``derived(layer)`` marks."""
+    n_layers, kinds = get(hf, "num_hidden_layers"), hf.get("layer_types")
+    if kinds is None:
+        return [LAYER_KINDS[derived(layer)] for layer in range(n_layers)]
+    unknown = sorted(set(kinds) - set(LAYER_KINDS))
+    if unknown or len(kinds) != n_layers:
+        problem = f"unknown kind {unknown[0]!r} (known: {', '.join(LAYER_KINDS)})" if unknown else (
+            f"{len(kinds)} entries for num_hidden_layers={n_layers}")
+        raise CheckpointError(f"{CONFIG_FILE}: layer_types has {problem}")
+    return kinds
 
 
 def _sliding_window(hf: dict) -> tuple[int | None, tuple[int, ...] | None]:
-    """(the attention window or None, the layers it acts on or None for every layer). Mistral and Phi-3:
-    ``sliding_window`` on every layer; Qwen2: only with ``use_sliding_window``, on the layers ``layer_types``
-    marks "sliding_attention" (or, in a config without them, from ``max_window_layers`` on, as transformers
-    reads it)."""
-    n_layers = _get(hf, "num_hidden_layers")
-    if hf.get("layer_types"):
-        kinds = hf["layer_types"]
-    elif hf["model_type"] == "qwen2" and hf.get("use_sliding_window"):
-        kinds = ["sliding_attention" if l >= hf.get("max_window_layers", 28) else "full_attention" for l in range(n_layers)]
+    """(the attention window or None, the layers it acts on or None for every layer), as each family's
+    modelling code in transformers reads it. Llama and OLMo 2: no window (a ``sliding_window`` key is not
+    read). Mistral and Phi-3: ``sliding_window`` on every layer (``layer_types`` is not read). Qwen2 and
+    Qwen3: only with ``use_sliding_window``, on the layers ``layer_types`` marks (from ``max_window_layers``
+    on where it is null). Gemma 2 and 3: on the layers ``layer_types`` marks (where null: all but every
+    ``sliding_window_pattern``-th, 2 for Gemma 2)."""
+    family = hf["model_type"]
+    if family in ("qwen2", "qwen3"):
+        kinds = _layer_kinds(hf, lambda layer: layer >= hf["max_window_layers"])
+        window = hf["sliding_window"] if hf["use_sliding_window"] else None
+    elif family in ("gemma2", "gemma3_text"):
+        kinds = _layer_kinds(hf, lambda layer: (layer + 1) % hf["sliding_window_pattern"] != 0)
+        window = hf["sliding_window"]
+    elif family in ("mistral", "phi3"):
+        kinds, window = [LAYER_KINDS[1]] * get(hf, "num_hidden_layers"), hf["sliding_window"]
     else:
-        kinds = ["sliding_attention"] * n_layers if hf.get("use_sliding_window", True) else []
+        return None, None
     layers = tuple(l for l, kind in enumerate(kinds) if kind == "sliding_attention")
-    window = hf.get("sliding_window") if layers else None
-    return window, None if window is None or len(layers) == n_layers else layers
+    if window is None and layers and hf.get("layer_types") is not None:  # transformers' mask fails on these
+        why = "sliding_window is null" if hf["sliding_window"] is None else "use_sliding_window is false"
+        raise CheckpointError(f"{CONFIG_FILE}: layer_types marks {len(layers)} window layer(s), but {why}")
+    if window is None or not layers:
+        return None, None
+    return window, None if len(layers) == len(kinds) else layers
 
 
 def _context_limit(hf: dict) -> tuple[int, str]:
-    return _get(hf, "max_position_embeddings"), "its context (max_position_embeddings)"
+    return get(hf, "max_position_embeddings"), "its context (max_position_embeddings)"
+
+
+def _head_dim(hf: dict) -> int:
+    """The head size: ``head_dim``, or hidden_size / num_attention_heads where it is null."""
+    d_model, n_heads = get(hf, "hidden_size"), get(hf, "num_attention_heads")
+    head_dim = hf.get("head_dim") or d_model // n_heads
+    if head_dim == 0:
+        raise CheckpointError(f"{CONFIG_FILE}: hidden_size {d_model} is smaller than num_attention_heads {n_heads}")
+    return head_dim
 
 
 def _llama_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
     """Llama, Mistral, Qwen2, Qwen3, and the base of OLMo 2's and Phi-3's."""
-    d_model, n_heads = _get(hf, "hidden_size"), _get(hf, "num_attention_heads")
-    head_dim = hf.get("head_dim") or d_model // n_heads
-    if head_dim == 0:
-        raise CheckpointError(f"{CONFIG_FILE}: hidden_size {d_model} is smaller than num_attention_heads {n_heads}")
+    d_model, n_heads, head_dim = get(hf, "hidden_size"), get(hf, "num_attention_heads"), _head_dim(hf)
     if hf["model_type"] == "qwen2":  # biases on q, k, v only
         bias, qkv_bias = False, True
     else:  # Llama's attention_bias covers q, k, v and o; mlp_bias the three MLP projections
         bias, qkv_bias = bool(hf.get("attention_bias")), None
-    activation = hf.get("hidden_act", "silu")
-    _refuse(
+    activation = hf["hidden_act"]
+    refuse(
         (activation != "silu", f"hidden_act={activation!r} (supported: 'silu')"),
         (
-            hf["model_type"] == "llama" and bool(hf.get("mlp_bias")) != bias,
+            hf["model_type"] == "llama" and bool(hf["mlp_bias"]) != bias,
             f"attention_bias={hf.get('attention_bias')} with mlp_bias={hf.get('mlp_bias')} (they must agree)",
         ),
-        *_rope_checks(hf, partial_rotary=hf["model_type"] == "phi3"),
+        *rope_checks(hf, partial_rotary=hf["model_type"] == "phi3"),
     )
-    theta, scaling = _rope(hf)
+    theta, scaling = rope_scaling(hf)
     window, layers = _sliding_window(hf)
     return TransformerConfig(
-        vocab_size=_get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads, n_layers=_get(hf, "num_hidden_layers"),
-        d_mlp=_get(hf, "intermediate_size"), mlp="swiglu", norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6),
+        vocab_size=get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
+        n_kv_heads=hf["num_key_value_heads"] or n_heads, n_layers=get(hf, "num_hidden_layers"),
+        d_mlp=get(hf, "intermediate_size"), mlp="swiglu", norm="rmsnorm", norm_eps=hf["rms_norm_eps"],
         position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
-        tied_embeddings=hf.get("tie_word_embeddings", False), bias=bias, qkv_bias=qkv_bias, dtype=dtype,
+        tied_embeddings=hf["tie_word_embeddings"], bias=bias, qkv_bias=qkv_bias, dtype=dtype,
         sliding_window=window if window is not None and window < max_len else None,
         window_layers=layers if window is not None and window < max_len else None,
         head_width=None if head_dim * n_heads == d_model else head_dim, qk_norm=hf["model_type"] == "qwen3",
-        rotary_fraction=_rope_params(hf)["partial_rotary_factor"],
+        rotary_fraction=rope_params(hf)["partial_rotary_factor"],
     )
 
 
 def _olmo2_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
     """OLMo 2: Llama's, with a norm on each sublayer's output instead of its input and QK-norm over the
     whole q and k projections."""
-    _refuse((bool(hf.get("attention_bias")), "attention_bias=true (OLMo 2's MLP has no biases: not built)"))
+    refuse((hf["attention_bias"], "attention_bias=true (OLMo 2's MLP has no biases: not built)"))
     return dataclasses.replace(_llama_config(hf, dtype, max_len), norm_placement="output", qk_norm=True,
                                qk_norm_scope="projection")
 
@@ -330,47 +346,28 @@ def _olmo2_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
 GEMMA_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")
 
 
-def _gemma_rope(hf: dict) -> tuple[float, RopeScaling | None, float | None]:
-    """(global RoPE base, its scaling, the window layers' own base or None): Gemma 3 gives RoPE per layer type,
-    as one mapping each in ``rope_parameters`` (transformers >= 5) or as ``rope_theta`` and ``rope_scaling``
-    for the global layers and ``rope_local_base_freq`` for the window layers."""
-    params = hf.get("rope_parameters") or {}
-    if isinstance(params.get("full_attention"), dict) or isinstance(params.get("sliding_attention"), dict):
-        full, local = params.get("full_attention") or {}, params.get("sliding_attention") or {}
-        kind = local.get("rope_type", "default")
-        _refuse((kind != "default", f"rope type {kind!r} on the sliding layers (supported: default)"),
-                *_rope_checks({"rope_parameters": full}))
-        theta, scaling = _rope({"rope_parameters": full, "max_position_embeddings": hf.get("max_position_embeddings")})
-        return theta, scaling, local.get("rope_theta", 10000.0)
-    _refuse(*_rope_checks(hf))
-    theta, scaling = _rope(hf)
-    return theta, scaling, hf.get("rope_local_base_freq", 10000.0) if hf["model_type"] == "gemma3_text" else None
-
-
 def _gemma_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
     """Gemma 2 and 3: RMSNorm before and after each sublayer, GeGLU, the embedding times sqrt(d_model),
     logits scaled by ``query_pre_attn_scalar^-1/2``, a sliding window on the layers ``layer_types`` marks;
     Gemma 2's soft caps, Gemma 3's QK-norm and RoPE base of its own on the window layers."""
-    d_model, n_heads = _get(hf, "hidden_size"), _get(hf, "num_attention_heads")
-    activation = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
-    _refuse(
+    d_model, n_heads, head_dim = get(hf, "hidden_size"), get(hf, "num_attention_heads"), _head_dim(hf)
+    activation = hf["hidden_activation"]  # transformers' Gemma reads this one, not hidden_act
+    refuse(
         (activation not in GEMMA_ACTIVATIONS, f"hidden_activation={activation!r} (supported: {GEMMA_ACTIVATIONS})"),
-        (bool(hf.get("attention_bias")), "attention_bias=true"),
-        (bool(hf.get("use_bidirectional_attention")), "use_bidirectional_attention=true (not causal)"),
+        (hf["attention_bias"], "attention_bias=true"),
+        (bool(hf["use_bidirectional_attention"]), "use_bidirectional_attention=true (not causal)"),
     )
-    theta, scaling, local_theta = _gemma_rope(hf)
-    layer_types = hf.get("layer_types") or []
-    window = hf.get("sliding_window") if "sliding_attention" in layer_types else None
-    window_layers = tuple(l for l, kind in enumerate(layer_types) if kind == "sliding_attention") if window else None
-    head_dim = hf.get("head_dim") or d_model // n_heads
+    theta, scaling, local_theta = gemma_rope(hf)
+    window, window_layers = _sliding_window(hf)
+    window_layers = window_layers or (tuple(range(get(hf, "num_hidden_layers"))) if window else None)
     return TransformerConfig(
-        vocab_size=_get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads, head_width=head_dim, n_layers=_get(hf, "num_hidden_layers"),
-        d_mlp=_get(hf, "intermediate_size"), mlp="geglu", norm="rmsnorm", norm_placement="sandwich",
-        norm_eps=hf.get("rms_norm_eps", 1e-6), position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
-        tied_embeddings=hf.get("tie_word_embeddings", True), bias=False, dtype=dtype, embed_scale=d_model ** 0.5,
-        attn_scale=hf.get("query_pre_attn_scalar", head_dim) ** -0.5, attn_softcap=hf.get("attn_logit_softcapping"),
-        final_softcap=hf.get("final_logit_softcapping"), sliding_window=window, window_layers=window_layers,
+        vocab_size=get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
+        n_kv_heads=hf["num_key_value_heads"] or n_heads, head_width=head_dim, n_layers=get(hf, "num_hidden_layers"),
+        d_mlp=get(hf, "intermediate_size"), mlp="geglu", norm="rmsnorm", norm_placement="sandwich",
+        norm_eps=hf["rms_norm_eps"], position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
+        tied_embeddings=hf["tie_word_embeddings"], bias=False, dtype=dtype, embed_scale=d_model ** 0.5,
+        attn_scale=hf["query_pre_attn_scalar"] ** -0.5, attn_softcap=hf["attn_logit_softcapping"],
+        final_softcap=hf["final_logit_softcapping"], sliding_window=window, window_layers=window_layers,
         local_rope_theta=local_theta if window_layers else None, qk_norm=hf["model_type"] == "gemma3_text",
     )
 
@@ -382,22 +379,21 @@ NEOX_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_
 def _neox_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
     """GPT-NeoX (Pythia): a parallel block (``use_parallel_residual``, or GPT-2's order), RoPE on the first
     ``rotary_pct`` (``partial_rotary_factor``) of each head, LayerNorm with biases, an untied output."""
-    activation = hf.get("hidden_act", "gelu")
-    params = _rope_params(dict(hf, rope_theta=hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)),
-                               partial_rotary_factor=hf.get("partial_rotary_factor", hf.get("rotary_pct", 0.25))))
+    activation = hf["hidden_act"]
+    params = rope_params(dict(hf, rope_theta=hf.get("rope_theta", hf["rotary_emb_base"]),
+                              partial_rotary_factor=hf.get("partial_rotary_factor", hf["rotary_pct"])))
     kind = params["rope_type"]
-    _refuse(
+    refuse(
         (activation not in NEOX_ACTIVATIONS, f"hidden_act={activation!r} (supported: {sorted(NEOX_ACTIVATIONS)})"),
         (kind != "default", f"rope type {kind!r} (supported for gpt_neox: default)"),
-        (not hf.get("attention_bias", True), "attention_bias=false"),
+        (not hf["attention_bias"], "attention_bias=false"),
     )
     return TransformerConfig(
-        vocab_size=_get(hf, "vocab_size"), d_model=_get(hf, "hidden_size"), n_heads=_get(hf, "num_attention_heads"),
-        n_layers=_get(hf, "num_hidden_layers"), d_mlp=_get(hf, "intermediate_size"), mlp=NEOX_ACTIVATIONS[activation],
-        norm="layernorm", norm_eps=hf.get("layer_norm_eps", 1e-5), position="rope", rope_theta=params["rope_theta"],
+        vocab_size=get(hf, "vocab_size"), d_model=get(hf, "hidden_size"), n_heads=get(hf, "num_attention_heads"),
+        n_layers=get(hf, "num_hidden_layers"), d_mlp=get(hf, "intermediate_size"), mlp=NEOX_ACTIVATIONS[activation],
+        norm="layernorm", norm_eps=hf["layer_norm_eps"], position="rope", rope_theta=params["rope_theta"],
         rotary_fraction=params["partial_rotary_factor"], max_len=max_len, bias=True,
-        tied_embeddings=hf.get("tie_word_embeddings", False), parallel_residual=hf.get("use_parallel_residual", True),
-        dtype=dtype,
+        tied_embeddings=hf["tie_word_embeddings"], parallel_residual=hf["use_parallel_residual"], dtype=dtype,
     )
 
 
@@ -411,6 +407,7 @@ class Architecture:
     ignored: checkpoint names that are not weights: attention-mask buffers, cached rotary
       frequencies, and the output embedding of a tied model (a copy of the input embedding).
     prefix: what a ``*ForCausalLM`` puts before the base model's names (``lm_head`` has none).
+    defaults: config key -> the value transformers' config class gives it where config.json has no such key.
     """
 
     limit: Callable[[dict], tuple[int, str]]
@@ -418,25 +415,35 @@ class Architecture:
     keys: dict | Callable[[TransformerConfig], dict]
     ignored: str
     prefix: str
+    defaults: dict
+
+    def filled(self, hf: dict) -> dict:
+        """``hf`` with the family's defaults where it has no such key (a key written null stays null)."""
+        return {**self.defaults, **hf}
 
 
 GPT2 = Architecture(
-    _gpt2_limit, _gpt2_config, GPT2_KEYS, ignored=r"h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight", prefix="transformer."
+    _gpt2_limit, _gpt2_config, GPT2_KEYS, ignored=r"h\.\d+\.attn\.(bias|masked_bias)|lm_head\.weight", prefix="transformer.",
+    defaults=GPT2_DEFAULTS,
 )
 LLAMA = Architecture(
     _context_limit, _llama_config, LLAMA_KEYS,
-    ignored=r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|lm_head\.weight", prefix="model.",
+    ignored=r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|lm_head\.weight", prefix="model.", defaults=LLAMA_DEFAULTS,
 )
-QWEN3 = dataclasses.replace(LLAMA, keys=QWEN3_KEYS)
 GPT_NEOX = Architecture(
     _context_limit, _neox_config, neox_keys,
     ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)", prefix="gpt_neox.",
+    defaults=NEOX_DEFAULTS,
 )
-OLMO2 = dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS)
-PHI3 = dataclasses.replace(LLAMA, keys=phi3_keys)
-GEMMA = dataclasses.replace(LLAMA, config=_gemma_config, keys=GEMMA_KEYS)
-ARCHITECTURES = {"gpt2": GPT2, "llama": LLAMA, "mistral": LLAMA, "qwen2": LLAMA, "qwen3": QWEN3, "gpt_neox": GPT_NEOX,
-                 "olmo2": OLMO2, "phi3": PHI3, "gemma2": GEMMA, "gemma3_text": GEMMA}
+GEMMA2 = dataclasses.replace(LLAMA, config=_gemma_config, keys=GEMMA_KEYS, defaults=GEMMA2_DEFAULTS)
+ARCHITECTURES = {
+    "gpt2": GPT2, "llama": LLAMA, "mistral": dataclasses.replace(LLAMA, defaults=MISTRAL_DEFAULTS),
+    "qwen2": dataclasses.replace(LLAMA, defaults=QWEN2_DEFAULTS),
+    "qwen3": dataclasses.replace(LLAMA, keys=QWEN3_KEYS, defaults=QWEN3_DEFAULTS), "gpt_neox": GPT_NEOX,
+    "olmo2": dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS, defaults=OLMO2_DEFAULTS),
+    "phi3": dataclasses.replace(LLAMA, keys=phi3_keys, defaults=PHI3_DEFAULTS),
+    "gemma2": GEMMA2, "gemma3_text": dataclasses.replace(GEMMA2, defaults=GEMMA3_DEFAULTS),
+}
 
 
 def architecture(hf: dict) -> Architecture:

@@ -37,6 +37,7 @@ import numpy as np
 
 from nohair_jax.checkpoints.build import build_model, checked_config
 from nohair_jax.checkpoints.families import ARCHITECTURES
+from nohair_jax.checkpoints.rope import longrope_attention_factor
 from nohair_jax.metadata import CheckpointError
 from nohair_jax.metadata import POSITIVE_INT, POSITIVE_NUMBER, TEXT, WINDOW_PATTERN, check_config, check_values
 
@@ -261,6 +262,7 @@ OPTIONAL_METADATA = {
     "attention.layer_norm_rms_epsilon": "rms_norm_eps",
     "attention.layer_norm_epsilon": "layer_norm_eps",
     "rope.freq_base": "rope_theta",
+    "rope.scaling.original_context_length": "original_max_position_embeddings",
     "vocab_size": "vocab_size",
     "attention.sliding_window": "sliding_window",
     "attn_logit_softcapping": "attn_logit_softcapping",
@@ -272,6 +274,7 @@ GGUF_ONLY = {
     "rope.dimension_count": POSITIVE_INT,
     "rope.scaling.type": TEXT,
     "rope.scaling.factor": POSITIVE_NUMBER,
+    "rope.scaling.attn_factor": POSITIVE_NUMBER,
     "attention.sliding_window_pattern": WINDOW_PATTERN,
 }
 # What llama.cpp assumes where a family's file does not say (llama-model.cpp): Gemma 2's soft caps, the
@@ -283,8 +286,9 @@ FAMILY_DEFAULTS = {
 }
 # Each family's MLP activation (GGUF does not say): SiLU-gated unless listed.
 ACTIVATIONS = {"gemma2": "gelu_pytorch_tanh", "gemma3": "gelu_pytorch_tanh", "gptneox": "gelu"}
-# Tensors of RoPE frequency factors (Llama 3.1's scaling, Phi-3's longrope), which are not computed.
-ROPE_FACTORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+# Tensors of RoPE frequency divisors, by the architecture whose files llama.cpp reads them in (llama-model.cpp):
+# Llama 3.1's llama3 scaling as one divisor per frequency, Phi-3's longrope as a short and a long set.
+ROPE_FACTORS = {"llama": ("rope_freqs.weight",), "phi3": ("rope_factors_short.weight", "rope_factors_long.weight")}
 
 
 def hf_config(reader, where: str) -> dict:
@@ -307,19 +311,12 @@ def hf_config(reader, where: str) -> dict:
     own = {name: reader.fields[key(name)] for name in GGUF_ONLY if key(name) in reader.fields}
     check_values(own, GGUF_ONLY, where, names={name: key(name) for name in GGUF_ONLY})
     names = {t.name for t in reader.tensors}
-    factors = sorted(names & set(ROPE_FACTORS))
-    if factors:
-        raise CheckpointError(f"{where}: RoPE frequencies scaled by the tensor {factors[0]} (Llama 3.1's or Phi-3's "
-                              f"long-context RoPE) are not supported")
     head_dim = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
     if head_dim == 0:
         raise CheckpointError(f"{where}: {key('embedding_length')} {hf['hidden_size']} is smaller than "
                               f"{key('attention.head_count')} {hf['num_attention_heads']}")
     if own.get("attention.value_length", head_dim) != head_dim:
         raise CheckpointError(f"{where}: key and value heads of different sizes are not supported")
-    scaling = own.get("rope.scaling.type", "none")
-    if scaling != "none" and "rope.scaling.factor" not in own:
-        raise CheckpointError(f"{where}: {key('rope.scaling.type')} is {scaling!r} without {key('rope.scaling.factor')}")
     defaults = dict(FAMILY_DEFAULTS.get(arch, {}))
     pattern = own.get("attention.sliding_window_pattern", defaults.pop("window_pattern", None))
     hf = {**defaults, **hf}
@@ -328,9 +325,10 @@ def hf_config(reader, where: str) -> dict:
         head_dim=head_dim,
         num_key_value_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
         rope_theta=float(hf.get("rope_theta") or 10000.0),
-        # RoPE on fewer dimensions than a head has, or scalings other than linear, are refused by the config rules.
+        # RoPE on fewer dimensions than a head has, or scalings they do not compute, are refused by the config rules.
         partial_rotary_factor=own.get("rope.dimension_count", head_dim) / head_dim,
-        rope_scaling=None if scaling == "none" else dict(rope_type=scaling, factor=own["rope.scaling.factor"]),
+        rope_scaling=_rope_scaling(reader, arch, own, own.get("rope.dimension_count", head_dim),
+                                   hf["max_position_embeddings"], hf.get("original_max_position_embeddings"), where),
         vocab_size=hf.get("vocab_size") or _vocab_rows(reader),
         tie_word_embeddings="output.weight" not in names,
         attention_bias=bool(names & {"blk.0.attn_q.bias", "blk.0.attn_qkv.bias"}),
@@ -346,6 +344,60 @@ def hf_config(reader, where: str) -> dict:
     if hf["sliding_window"] is not None and pattern is not None:
         hf["layer_types"] = _layer_types(pattern, hf["num_hidden_layers"], key("attention.sliding_window_pattern"), where)
     return hf
+
+
+def _rope_scaling(reader, arch: str, own: dict, n_rot: int, context: int, original: int | None,
+                  where: str) -> dict | None:
+    """The file's RoPE scaling as Hugging Face's ``rope_scaling``, which the config rules then read as a
+    config.json's: ``rope.scaling.type`` with ``.factor``; Phi-3's ``rope_factors_short`` and ``_long`` as
+    ``longrope``, whose attention factor is derived as transformers derives it once the file's
+    ``rope.scaling.attn_factor`` is checked to be that one (stored in float32); Llama 3.1's ``rope_freqs`` as
+    ``longrope`` with that one set at every length and no attention factor, which is what llama.cpp computes
+    (each inverse frequency divided by its factor) and loads as ``RopeScaling(kind="factors")``. ``n_rot``: the
+    rotated features of a head; ``context``, ``original``: the context length and the pretraining one."""
+    key = lambda name: f"{arch}.{name}"  # noqa: E731
+    tensors = {t.name: t for t in reader.tensors if any(t.name in names for names in ROPE_FACTORS.values())}
+    stray = sorted(set(tensors) - set(ROPE_FACTORS.get(arch, ())))
+    if stray:
+        raise CheckpointError(f"{where}: the RoPE factor tensor {stray[0]} in a {arch} file is not supported (read: "
+                              f"rope_freqs.weight in llama files, rope_factors_short/long.weight in phi3 files)")
+    kind, attention = own.get("rope.scaling.type", "none"), own.get("rope.scaling.attn_factor", 1.0)
+    if tensors and kind not in (("none", "longrope") if arch == "phi3" else ("none",)):
+        raise CheckpointError(f"{where}: {key('rope.scaling.type')} {kind!r} with the RoPE factor tensor {min(tensors)}")
+    factors = {name: _rope_factor_values(tensor, n_rot, where) for name, tensor in tensors.items()}
+    if arch == "phi3" and (factors or kind == "longrope"):
+        missing = [name for name in ROPE_FACTORS["phi3"] if name not in factors]
+        if missing or original is None:
+            absent = missing or [key("rope.scaling.original_context_length")]
+            raise CheckpointError(f"{where}: Phi-3's longrope RoPE without {' or '.join(absent)}")
+        expected = longrope_attention_factor(context / original, original)
+        if abs(attention - expected) > 1e-6 * expected:  # the file's is float32
+            raise CheckpointError(f"{where}: {key('rope.scaling.attn_factor')} is {attention}, not longrope's "
+                                  f"{expected:.9g} (context {context}, pretrained at {original})")
+        return dict(rope_type="longrope", short_factor=factors["rope_factors_short.weight"],
+                    long_factor=factors["rope_factors_long.weight"])
+    if attention != 1.0:
+        raise CheckpointError(f"{where}: {key('rope.scaling.attn_factor')} is {attention} (cos and sin are scaled "
+                              f"for Phi-3's longrope only)")
+    if factors:
+        divisors = factors["rope_freqs.weight"]
+        return dict(rope_type="longrope", short_factor=divisors, long_factor=divisors, attention_factor=1.0)
+    if kind == "none":
+        return None
+    if "rope.scaling.factor" not in own:
+        raise CheckpointError(f"{where}: {key('rope.scaling.type')} is {kind!r} without {key('rope.scaling.factor')}")
+    return dict(rope_type=kind, factor=own["rope.scaling.factor"])
+
+
+def _rope_factor_values(tensor: GGUFTensor, n_rot: int, where: str) -> list[float]:
+    """A RoPE factor tensor's values, held to one positive finite factor per rotated frequency (``n_rot / 2``)."""
+    if tensor.shape != (n_rot // 2,):
+        raise CheckpointError(f"{where}: the tensor {tensor.name} has shape {list(tensor.shape)}, expected "
+                              f"[{n_rot // 2}] (one factor per rotated frequency, half of the {n_rot} rotated features)")
+    values = np.asarray(_gguf().quants.dequantize(tensor.data, tensor.tensor_type), np.float32).reshape(-1)
+    if not (np.isfinite(values) & (values > 0)).all():
+        raise CheckpointError(f"{where}: the tensor {tensor.name} holds factors that are not positive finite numbers")
+    return [float(v) for v in values]
 
 
 def _layer_types(pattern: int | list[bool], n_layers: int, name: str, where: str) -> list[str]:
@@ -375,7 +427,9 @@ def _gguf_architecture(model_type: str):
         return {name: table[hf] for name, hf in names.items() if hf in table}
 
     keys = (lambda cfg: renamed(base.keys(cfg))) if callable(base.keys) else renamed(base.keys)
-    return dataclasses.replace(base, keys=keys, ignored=r"(?!)", prefix="")  # nothing in a GGUF file is skipped
+    # Nothing in a GGUF file is skipped: its RoPE factor tensors are read with the metadata (``hf_config``).
+    factors = "|".join(re.escape(name) for names in ROPE_FACTORS.values() for name in names)
+    return dataclasses.replace(base, keys=keys, ignored=factors, prefix="")
 
 
 def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from nohair_jax.model import Transformer
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # safetensors dtype names of the float tensors we read; quantised (int, float8) checkpoints are refused.
 SAFETENSORS_FLOATS = ("F64", "F32", "F16", "BF16")
 
@@ -119,9 +120,35 @@ def folder_tokenizer(folder: Path):
     except ImportError:
         raise ImportError("reading tokenizer.json needs tokenizers: pip install 'nohair-jax[hf]'") from None
     try:
-        return Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_file(str(path))
     except Exception as err:  # the tokenizers library raises its own untyped exceptions: one line naming the file
         raise CheckpointError(f"{path}: the tokenizer cannot be read: {str(err).splitlines()[0]}") from None
+    settings = folder / TOKENIZER_CONFIG_FILE
+    if settings.is_file():
+        _add_special_tokens(tokenizer, _read_json(settings), settings)
+    return tokenizer
+
+
+def _add_special_tokens(tokenizer, settings, where: Path) -> None:
+    """Where tokenizer_config.json says ``add_bos_token`` or ``add_eos_token``, what the tokenizer puts around a
+    sequence is BOS and EOS as they say (false where unsaid), as transformers rebuilds it
+    (``update_post_processor``); else tokenizer.json's own post-processor stands."""
+    if not isinstance(settings, dict) or not {"add_bos_token", "add_eos_token"} & settings.keys():
+        return
+    from tokenizers.processors import TemplateProcessing
+
+    around = {}  # "bos" / "eos" -> the token, where it is added
+    for kind in ("bos", "eos"):
+        switch, token = settings.get(f"add_{kind}_token", False), settings.get(f"{kind}_token")
+        token = token.get("content") if isinstance(token, dict) else token
+        if not isinstance(switch, bool):
+            raise CheckpointError(f"{where}: add_{kind}_token is {switch!r:.40}, expected true or false")
+        if switch and isinstance(token, str) and tokenizer.token_to_id(token) is not None:
+            around[kind] = token
+    bos, eos = [around[k] for k in ("bos",) if k in around], [around[k] for k in ("eos",) if k in around]
+    tokenizer.post_processor = TemplateProcessing(
+        single=" ".join([*bos, "$A", *eos]), pair=" ".join([*bos, "$A", *eos, *bos, "$B:1", *eos]),
+        special_tokens=[(token, tokenizer.token_to_id(token)) for token in around.values()])
 
 
 def load_folder(folder: Path, *, dtype: str | None = None, seq_len: int | None = None) -> Transformer:
