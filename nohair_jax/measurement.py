@@ -5,7 +5,8 @@ Every measurement in the project runs through ``measure``: ``nohair offsets`` an
 cells (``sweep.measure_cell``). It runs the offsets (``offsets.prompt_pair_offsets`` for one model;
 ``offsets.map_pairs``' stacked backend, as ``sweep_offsets``, for several of one config or on a
 mesh), the float noise floor against
-float64 (``offsets.measure_noise_floor``) and a power-law fit per layer (``fit.fit_layers``).
+float64 (``offsets.measure_noise_floor``) and a power-law fit per layer (``fit.fit_layers``, told the models'
+sliding window: a fit across the t where the prompt leaves it is flagged).
 Definitions: docs/definitions.md#offsets and #fits; names, shapes and units: #conventions.
 
 The layout every measurement writes (``Measurement.arrays``; several models add leading axes [S, N]
@@ -141,7 +142,7 @@ def measure(
     floor_pairs = 0 if float64 else floor_pairs
     # The first model's pairs lead the stacked offsets, so these are its own offsets of those pairs.
     floor = measure_noise_floor(models[0], *pairs, n_pairs=floor_pairs, measured=offsets) if floor_pairs else None
-    fits = tuple(fit_layers(offsets.t, offsets.l2, floor, **fit_kwargs))
+    fits = tuple(fit_layers(offsets.t, offsets.l2, floor, **_window(models[0].config), **fit_kwargs))
     return Measurement(offsets=offsets, floor=floor, fits=fits, config=models[0].config, fit_settings=fit_kwargs,
                        floor_pairs=floor_pairs, n_models=len(models) if stacked else None)
 
@@ -168,7 +169,13 @@ def pool(measurements: list[Measurement], **fit_kwargs) -> Pooled:
     floors = [m.floor for m in measurements]
     floor = None if any(f is None for f in floors) else np.max(floors, axis=0)
     t = measurements[0].offsets.t
-    return Pooled(t, l2, floor, groups, tuple(fit_layers(t, l2, floor, groups=groups, **fit_kwargs)))
+    fits = fit_layers(t, l2, floor, groups=groups, **_window(measurements[0].config), **fit_kwargs)
+    return Pooled(t, l2, floor, groups, tuple(fits))
+
+
+def _window(config: TransformerConfig) -> dict:
+    """The sliding window of ``config`` as ``fit.fit_layers`` takes it: its fits then say what the window does."""
+    return dict(sliding_window=config.sliding_window, window_layers=config.window_layers)
 
 
 def draw_offsets(out_dir: str | Path) -> Path:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import shutil
@@ -43,7 +44,7 @@ from tqdm.auto import tqdm
 
 from nohair_jax.checks import check_int
 from nohair_jax.data import Corpus
-from nohair_jax.fit import alphas
+from nohair_jax.fit import FitRefused, alphas, fit_or_refuse
 from nohair_jax.interrupts import deferred
 from nohair_jax.measurement import measure
 from nohair_jax.model import Transformer, TransformerConfig
@@ -447,8 +448,13 @@ def offsets_callback(
     ``{"alpha": [L] floats (None where a layer's fit was refused), "offset_fits": [L] fit dicts}``,
     so alpha versus training step is in the history (``alpha_history`` reads it back). With
     ``save_dir`` the curves are kept too, as ``save_dir/offsets_step<step>.npz`` in the layout of
-    ``Measurement.arrays``.
+    ``Measurement.arrays``. ValueError where the continuations are too short for the fit's window (``unfitted``).
     """
+    length = pairs.continuations.shape[1]
+    why = unfitted(length, fit_kwargs)
+    if why is not None:  # before any step: every alpha would be refused
+        raise ValueError(f"continuations of {length} tokens leave no window to fit alpha on: {why}")
+
     def measure_offsets(model: Transformer, step: int) -> dict:
         m = measure(model, pairs, floor_pairs=floor_pairs, fit_kwargs=fit_kwargs)
         if save_dir is not None:
@@ -456,6 +462,21 @@ def offsets_callback(
         return {"alpha": alphas(m.fits), "offset_fits": [fit.to_dict() for fit in m.fits]}
 
     return measure_offsets
+
+
+def unfitted(length: int, fit_kwargs: dict | None = None) -> str | None:
+    """Why ``fit.fit_power_law`` with ``fit_kwargs`` fits no curve at t = 1..``length`` (its window [t_min,
+    t_max] lies outside them or holds fewer than ``min_bins`` log bins), None where it fits one: an exact
+    power law is fitted to find out, so the answer is the fit's own."""
+    t = np.arange(1.0, length + 1)
+    fit = fit_or_refuse(t, 1 / t, **{**(fit_kwargs or {}), "n_boot": 0})
+    return fit.reason if isinstance(fit, FitRefused) else None
+
+
+def shortest_fitted_length() -> int:
+    """The fewest continuation tokens on which ``offsets_callback``'s default fit (``fit.fit_power_law``'s
+    window t in [32, T], at least 4 log bins of 8 per decade) fits alpha: 76 (``unfitted``)."""
+    return next(length for length in itertools.count(2) if unfitted(length) is None)
 
 
 def alpha_history(history: list[dict]) -> tuple[np.ndarray, np.ndarray]:

@@ -261,3 +261,44 @@ def test_bound_figure_of_a_bound_beyond_float64_draws_the_rest(tmp_path):
         summary["shape"] = summary["shape"][:1] * 30
         assert sum(ax.get_visible() for ax in bound_figure(data["t"], deep, np.repeat(data["relay_shape"][:2], 16, axis=0)[:31],
                                                            summary).axes) == 9
+
+
+# Tiny models of each family's architecture (d_head 8): the bug's Gemma scale 1/sqrt(d_head) written as a float32,
+# Gemma 2 27B's other scale, soft caps, the normalised sublayer outputs (init_std 0.5: their inputs clear sqrt(eps)).
+_FAMILIES = {
+    "pre-LN (Llama)": dict(mlp="swiglu", norm="rmsnorm", position="rope"),
+    "sandwich (Gemma 2)": dict(norm_placement="sandwich", mlp="geglu", norm="rmsnorm", init_std=0.5,
+                               attn_scale=float(np.float32(8 ** -0.5)), attn_softcap=5.0, final_softcap=3.0),
+    "another logit scale (Gemma 2 27B)": dict(attn_scale=0.3),
+    "output norms (OLMo 2)": dict(norm_placement="output", norm="rmsnorm", init_std=0.5, qk_norm=True),
+    "parallel residual (GPT-NeoX)": dict(parallel_residual=True, position="rope", rotary_fraction=0.25),
+    "post-LN": dict(norm_placement="post"),
+    "window and ALiBi": dict(position="alibi", sliding_window=4),
+}
+
+
+@pytest.mark.parametrize("change", _FAMILIES.values(), ids=_FAMILIES.keys())
+def test_no_printed_condition_contradicts_the_verdict(change):
+    """`nohair bound` once printed "pre-LN: False" above "all conditions hold", and "scaled by 0.0625, not
+    1/sqrt(d_head) = 0.0625": every condition is now printed with the verdict its own values got, and the
+    summary line is theirs."""
+    import re
+
+    from nohair_jax.results import jsonable
+
+    pairs = nh.random_prompt_pairs(0, 2, 4, 8, 64)
+    cond = bound.measure_conditions(_model(n_layers=1, max_len=12, **change), *pairs)
+    bounds, explicit = bound.explicit_result(cond, np.zeros((1, 2, 8)), 8)
+    printed = bound.report(jsonable({"conditions": cond.to_dict(), "shape": [{"error": "not fitted here"}],
+                                     "explicit": explicit.to_dict() if bounds is None else [e.to_dict() for e in explicit]}))
+    # No value is said to differ from itself ("0.0625, not 1/sqrt(d_head) = 0.0625").
+    for said, other in re.findall(r"(\d[\d.e+-]*), not [^=,;:]*= (\d[\d.e+-]*)", printed):
+        assert float(said) != float(other), printed
+    assert ("scaled by" in printed) == (change.get("attn_scale") == 0.3)
+    # Each condition printed once with its verdict; "all conditions hold" exactly when none is printed failing.
+    verdicts = re.findall(r"^  (.+): (holds|FAILS) \(", printed, flags=re.MULTILINE)
+    assert len(verdicts) == 4, printed
+    failing = [asks for asks, verdict in verdicts if verdict == "FAILS"]
+    assert ("all conditions hold" in printed) == (not failing) == (not cond.failures())
+    assert all(reason in printed for reason in cond.failures())
+    assert verdicts == [(c.asks, "holds" if c.holds else "FAILS") for c in cond.conditions()]

@@ -417,7 +417,7 @@ def test_cli_offsets_on_a_checkpoint_with_text_prompts(saved, tmp_path, capsys):
 
     continuation.write_text("the cat " * 32)  # 2 + 64 tokens > 64 positions
     assert main(args) == 2
-    assert "66 tokens asked, but" in capsys.readouterr().err
+    assert "exceed the model's context of 64 tokens; give --length 62 or less with --cut N" in capsys.readouterr().err
     empty_prompt = [x if x != "a dog" else "" for x in args]  # GPT-2's tokenizer adds no special tokens
     assert main(empty_prompt) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "nohair offsets: error: prompt b '' comes to no tokens"

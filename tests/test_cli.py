@@ -176,7 +176,7 @@ def test_train_command_resumes_and_measures(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["train", "--depth", "1", "--d-model", "16", "--heads", "2", "--context", "16", "--batch-size", "2",
             "--warmup", "2", "--eval-every", "4", "--checkpoint-every", "4", "--log-every", "2",
-            "--measure-every", "4", "--length", "64", "--pairs", "2", "--prompt-len", "4", "--out", str(out)]
+            "--measure-every", "4", "--length", "76", "--pairs", "2", "--prompt-len", "4", "--out", str(out)]
     assert main([*args, "--steps", "4"]) == 0
     assert main([*args, "--steps", "8"]) == 2  # a different run config in the same folder is refused
     assert "steps" in capsys.readouterr().err
@@ -271,3 +271,50 @@ def test_only_sizes_the_machine_cannot_hold_become_too_large(monkeypatch, tmp_pa
     else:
         with pytest.raises(type(error)):
             main(argv)
+
+
+@pytest.mark.parametrize("command", ["offsets", "bound"])
+def test_help_names_every_checkpoint_family_the_tables_load(command, capsys):
+    """The --checkpoint help once named 3 of the 8 GGUF families: it now lists the families of the loaders'
+    own tables (read without JAX from cli's copy, held equal to them here)."""
+    import re
+
+    import nohair_jax.cli as cli
+    from nohair_jax.checkpoints.families import ARCHITECTURES
+    from nohair_jax.checkpoints.gguf_file import GGUF_ARCHITECTURES
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    missing = [name for name in (*ARCHITECTURES, *GGUF_ARCHITECTURES) if not re.search(rf"\b{name}\b", text)]
+    assert not missing, text
+    assert sorted(cli.HF_FAMILIES) == sorted(ARCHITECTURES) and sorted(cli.GGUF_FAMILIES) == sorted(GGUF_ARCHITECTURES)
+
+
+def test_a_length_beyond_the_checkpoints_context_names_it_and_the_length_that_fits(tmp_path, capsys):
+    """The default --length 2048 on a model of 64 positions: one line naming the context and the longest
+    --length that fits, read from config.json before any weight (there is none here)."""
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(
+        {"model_type": "gpt2", "vocab_size": 300, "n_embd": 24, "n_layer": 1, "n_head": 3, "n_positions": 64}))
+    out = tmp_path / "out"
+    assert main(["offsets", "--checkpoint", str(folder), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "nohair offsets: error: 16 prompt and 2048 continuation tokens (--length 2048) exceed the model's context of "
+        "64 tokens; give --length 48 or less")
+    assert main(["bound", "--checkpoint", str(folder), "--prompt-len", "64", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "exceed the model's context of 64 tokens: the prompts alone fill it; give shorter prompts (--prompt-len)")
+    assert not out.exists() or not any(p.name != ".nohair.lock" for p in out.iterdir())
+
+
+def test_train_refuses_a_length_that_leaves_no_fit_window_before_any_work(tmp_path, capsys):
+    """--length 16 once trained, fitted alpha on [32, 16], printed nan and exited 0."""
+    out = tmp_path / "run"
+    assert main(["train", "--depth", "1", "--d-model", "16", "--heads", "2", "--steps", "1", "--measure-every", "1",
+                 "--length", "16", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "nohair train: error: --length 16 leaves no window to fit alpha on (t in [32, T], at least 4 log bins of 8 "
+        "per decade): give --length 76 or more, or no --measure-every")
+    assert not out.exists() or not any(p.name != ".nohair.lock" for p in out.iterdir())

@@ -28,6 +28,7 @@ torch = pytest.importorskip("torch")
 from test_checkpoints import TOLERANCE, _build, _errors, _reference  # noqa: E402
 
 import nohair_jax as nh  # noqa: E402
+from nohair_jax.checkpoints import load_model  # noqa: E402  (the tokenizer-less folders' warning is tested elsewhere)
 from nohair_jax.checkpoints.build import checked_config  # noqa: E402
 from nohair_jax.metadata import CheckpointError  # noqa: E402
 
@@ -73,7 +74,7 @@ def _ours_config(folder):
 def _ours_model(folder):
     """The project's model of the folder in float32, or the CheckpointError refusing it."""
     try:
-        return nh.load_checkpoint(folder, dtype="float32")[0]
+        return load_model(folder, dtype="float32")
     except CheckpointError as err:
         return err
 
@@ -86,7 +87,7 @@ def test_each_deleted_config_key_is_read_as_transformers_reads_it(name, tmp_path
     full = json.loads(path.read_text())
     tokens = np.random.default_rng(0).integers(0, full["vocab_size"], (1, LENGTH))
     full_theirs, full_ours = _theirs_config(tmp_path), _ours_config(tmp_path)
-    assert max(_errors(nh.load_checkpoint(tmp_path, dtype="float32")[0], _reference(model, tokens), tokens).values()) < TOLERANCE
+    assert max(_errors(load_model(tmp_path, dtype="float32"), _reference(model, tokens), tokens).values()) < TOLERANCE
 
     disagreements, forwards = [], 0
     for key in sorted(full):
@@ -127,7 +128,7 @@ def test_layer_types_of_the_wrong_length_or_kind_are_refused(tmp_path, layer_typ
     config = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps(dict(config, layer_types=layer_types)))
     with pytest.raises(CheckpointError, match=message):
-        nh.load_checkpoint(tmp_path)
+        load_model(tmp_path)
 
 
 def test_rope_scaling_beside_a_default_rope_parameters_is_read_first(tmp_path):
@@ -139,4 +140,4 @@ def test_rope_scaling_beside_a_default_rope_parameters_is_read_first(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(dict(config, rope_scaling=dict(rope_type="linear", factor=4.0))))
     theirs = transformers.AutoConfig.from_pretrained(tmp_path).rope_parameters
     assert (theirs["rope_type"], theirs["factor"]) == ("linear", 4.0)
-    assert nh.load_checkpoint(tmp_path)[0].config.rope_scaling == nh.RopeScaling("linear", 4.0)
+    assert load_model(tmp_path).config.rope_scaling == nh.RopeScaling("linear", 4.0)

@@ -561,6 +561,9 @@ def test_settings_llama_cpp_writes_that_are_not_computed_are_refused_by_name(hf_
     path = write_gguf(tmp_path / "freqs.gguf", hf_model("qwen2"), "qwen2", extra={"rope_freqs.weight": np.ones(8, np.float32)})
     assert load_error(path) == (f"{path}: the RoPE factor tensor rope_freqs.weight in a qwen2 file is not supported (read: "
                                 f"rope_freqs.weight in llama files, rope_factors_short/long.weight in phi3 files)")
+    # OLMo 3's window, written in an olmo2 file (llama.cpp puts it on three layers of four): it was ignored.
+    path = write_gguf(tmp_path / "olmo3.gguf", hf_model("olmo2"), "olmo2", metadata={"olmo2.attention.sliding_window": 16})
+    assert load_error(path) == f"{path}: olmo2.attention.sliding_window is 16 (OLMo 3's window on three layers of four): not supported"
     # A window pattern that does not cover the layers.
     path = write_gguf(tmp_path / "pattern.gguf", hf_model("gemma2"), "gemma2",
                       metadata={"gemma2.attention.sliding_window_pattern": [True]})

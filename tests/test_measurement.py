@@ -77,3 +77,30 @@ def test_pool_is_every_measurement_concatenated_with_its_index_and_the_largest_f
     assert pooled.fits == tuple(nh.fit_layers(pooled.t, pooled.l2, pooled.floor, groups=pooled.groups, t_min=4, n_boot=50))
     assert nh.pool([runs[0]], t_min=4).fits == tuple(nh.fit_layers(runs[0].offsets.t, runs[0].offsets.l2, runs[0].floor,
                                                                        groups=np.zeros(3, int), t_min=4))
+
+
+def test_fits_of_a_sliding_window_model_say_where_the_prompt_leaves_the_window(make_tiny, tmp_path):
+    """A window of 8 on each of the 3 layers (Mistral's): layer l's offset is exactly 0 from t = 7 l + 1 on (each
+    window reaches 7 positions further back). ``measure`` reads the window from the model: layer 1's fit on
+    [2, 14] is refused for it (not "d is non-positive"), layers 2 and 3 are fitted but flagged for crossing
+    t = 8, in fit.json, the fits table and the figure's legend."""
+    from nohair_jax.cli import _fits_table
+    from nohair_jax.figures import offsets_figure
+
+    model = make_tiny(position="rope", sliding_window=8)
+    m = nh.measure(model, nh.random_prompt_pairs(0, 2, 4, 24, 64), floor_pairs=0, fit_kwargs=dict(t_min=2, t_max=14, n_boot=0))
+    l2 = m.offsets.l2
+    for layer in (1, 2, 3):
+        silent = 7 * layer + 1
+        assert (l2[:, layer, silent - 2] > 0).all() and not l2[:, layer, silent - 1:].any(), layer
+    assert m.fits[0] == nh.fit.FitRefused("the prompt is outside this layer's 8-token window from t = 8 on: its offset "
+                                          "is exactly 0 there")
+    caveat = ("the fit window [2, 14] crosses t = 8, where the prompt leaves this layer's 8-token window: from there on "
+              "the layer sees the prompt only through earlier layers")
+    assert [fit.caveat for fit in m.fits[1:]] == [caveat, caveat]
+    summary = m.save(tmp_path, figure=False)
+    assert [fit_from_dict(f) for f in json.loads((tmp_path / "fit.json").read_text())["fits"]] == list(m.fits)
+    table = _fits_table(summary)
+    assert table.count(f"but {caveat}") == 2 and "non-positive" not in table
+    legend = offsets_figure(m.offsets.t, l2, list(m.fits), None).legends[0]
+    assert sum(caveat in " ".join(text.get_text().split()) for text in legend.get_texts()) == 2

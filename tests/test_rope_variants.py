@@ -201,11 +201,11 @@ def test_refusals_name_the_setting(tmp_path):
     config = MODELS["llama_longrope"][2].to_dict()
     config["rope_parameters"]["long_factor"] = [1.0, 2.0, 3.0]
     with pytest.raises(CheckpointError, match=r"config.json: rope_parameters.long_factor has 3 entries, expected 4"):
-        checked_config(config, "config.json", None, None)
+        checked_config(config, "config.json", "float32", None)
     phi3 = MODELS["phi3_longrope"][2].to_dict()
     phi3["rope_parameters"] = dict(rope_type="linear", factor=2.0)  # Phi3Config refuses every type but longrope
     with pytest.raises(CheckpointError, match=r"rope type 'linear' \(supported: default, longrope\)"):
-        checked_config(phi3, "config.json", None, None)
+        checked_config(phi3, "config.json", "float32", None)
     hf = _build("llama3")
     path = write_gguf(tmp_path / "qwen2.gguf", hf, "qwen2")  # with the rope_freqs.weight of its llama3 scaling
     with pytest.raises(CheckpointError) as err:

@@ -189,6 +189,18 @@ def test_bad_inputs_are_refused(corpus, tmp_path):
         tr.train(MODEL, TRAIN, tiny, tmp_path, progress=False)
 
 
+def test_offsets_callback_refuses_continuations_too_short_for_its_fit_window():
+    """The fit window [32, T] needs T >= 76 (4 log bins of 8 per decade): shorter continuations are refused
+    when the callback is made, in the fit's own words, not measured into an alpha of None at every step."""
+    assert tr.shortest_fitted_length() == 76 and tr.unfitted(76) is None
+    with pytest.raises(ValueError, match=r"continuations of 16 tokens leave no window to fit alpha on: need t_min < "
+                                         r"t_max, got t_min = 32 and t_max = 16"):
+        tr.offsets_callback(nh.random_prompt_pairs(0, 2, 4, 16, 256))
+    with pytest.raises(ValueError, match=r"of 75 tokens .* holds 3 non-empty bins, fewer than min_bins = 4"):
+        tr.offsets_callback(nh.random_prompt_pairs(0, 2, 4, 75, 256))
+    tr.offsets_callback(nh.random_prompt_pairs(0, 2, 4, 16, 256), fit_kwargs={"t_min": 2})  # a window that fits
+
+
 def test_held_out_plateau_reads_the_last_fifth_of_the_drop():
     from nohair_jax.train import held_out_plateau
 

@@ -1,6 +1,6 @@
 """The no-hair bound on a real model (docs/definitions.md#bound), in four modules:
 
-    conditions   what the bound is stated in, measured on a model; its coefficients and explicit form
+    conditions   what the bound is stated in, measured on a model and judged; its coefficients and explicit form
     checks       the shape and explicit checks against measured offsets; check_bound writes them
     records      their results as types (ShapeCheck, ExplicitCheck, NotApplicable), saved and read back
     render       a bound.json as a text table and as a figure
@@ -14,7 +14,8 @@ import importlib
 # read) must not pull in JAX through ``bound.checks``.
 _EXPORTS = {
     "checks": ("check_bound", "check_row", "explicit_check", "explicit_result", "shape_check"),
-    "conditions": ("BoundConditions", "BoundNotApplicable", "coefficients", "explicit_bounds", "measure_conditions"),
+    "conditions": ("BoundConditions", "BoundNotApplicable", "Condition", "SCALE_RTOL", "coefficients", "explicit_bounds",
+                   "measure_conditions"),
     "records": ("BoundRow", "ExplicitCheck", "NotApplicable", "ShapeCheck", "constants_from_saved", "explicit_from_saved",
                 "shape_from_dict"),
     "render": ("bound_figure", "draw_bound", "report"),

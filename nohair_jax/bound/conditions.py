@@ -33,6 +33,28 @@ class BoundNotApplicable(ValueError):
     """The explicit bound is not derived for this model (``BoundConditions.not_derived``, infinite constants)."""
 
 
+# A logit scale within this relative difference of 1/sqrt(d_head) is that scale: a config's scale written as a
+# float (Gemma's query_pre_attn_scalar^-0.5, maybe rounded to float32) is not another scale.
+SCALE_RTOL = 1e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """One condition of the theorem judged on one model: what it asks, what the model has (one line: the
+    values the verdict was taken on) and one sentence per way it fails; it holds where there is none."""
+
+    asks: str
+    has: str
+    failures: tuple[str, ...] = ()
+
+    @property
+    def holds(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict:
+        return {"asks": self.asks, "has": self.has, "holds": self.holds, "failures": list(self.failures)}
+
+
 @dataclasses.dataclass(frozen=True)
 class BoundConditions:
     """What the bound is stated in, measured on one model and one set of prompt pairs.
@@ -53,7 +75,8 @@ class BoundConditions:
     alibi, sliding_window, qk_norm: the architecture contrasts (docs/contrasts.md) the model has;
                     ``sliding_window`` only where it is shorter than the pairs' sequences.
     parallel_residual: GPT-NeoX's parallel block, which the derivation does not cover.
-    attn_scale:     the logit scale where it is not 1 / sqrt(d_head) (Gemma's), else None.
+    attn_scale:     the config's logit scale (Gemma's), None for 1 / sqrt(d_head); one within ``SCALE_RTOL``
+                    of 1 / sqrt(d_head) is that scale (``other_scale``).
     attn_softcap:   the soft cap c of the attention logits (Gemma 2's), else None: B < c by construction.
     """
 
@@ -102,57 +125,87 @@ class BoundConditions:
         return [f"attention logits soft-capped at {self.attn_softcap:g}: c tanh(logit / c), so B < {self.attn_softcap:g} "
                 "by construction (and, c tanh(z / c) being 1-Lipschitz, no constant of the derivation grows)"]
 
-    def _architecture(self) -> list[tuple[str, bool]]:
-        """(reason, whether it breaks a condition of the theorem) for each part of the architecture
-        the explicit bound is not derived for."""
+    def other_scale(self) -> bool:
+        """Whether the logits are scaled otherwise than by 1 / sqrt(d_head), beyond ``SCALE_RTOL``."""
+        return self.attn_scale is not None and not math.isclose(self.attn_scale, self.head_dim ** -0.5,
+                                                                rel_tol=SCALE_RTOL)
+
+    def _architecture(self) -> list[tuple[str, str | None]]:
+        """(reason, the condition it breaks) for each part of the architecture the explicit bound is not
+        derived for; the condition is "placement", "logits" or "keys" (``conditions``), None where the
+        part breaks none and only the constants are not derived for it."""
         reasons = []
         if self.norm_placement in ("output", "sandwich"):
             reasons.append((f"norms on the sublayers' outputs (norm_placement={self.norm_placement!r}, OLMo 2's and "
                             "Gemma's): the bound is derived for x + Attn(N(x)); here each sublayer's output is "
                             "normalised before the residual add, which bounds what it adds, and the constants are not "
                             "derived for it" + (" nor for attention that reads the unnormalised stream"
-                                               if self.norm_placement == "output" else ""), False))
+                                               if self.norm_placement == "output" else ""), None))
         elif self.norm_placement != "pre":
             reasons.append((f"not pre-LN (norm_placement={self.norm_placement!r}): the bound is derived for blocks "
-                            "x + Attn(N(x)), x' + MLP(N(x')); post-LN normalises the residual stream itself", True))
+                            "x + Attn(N(x)), x' + MLP(N(x')); post-LN normalises the residual stream itself",
+                            "placement"))
         if self.prompt_logit_bias:
             reasons.append(("prompt logit bias: gamma log(i/P) is added to the prompt logits, which are then not "
-                            "bounded uniformly in i, so no weight is bounded by e^(2B)/i", True))
+                            "bounded uniformly in i, so no weight is bounded by e^(2B)/i", "logits"))
         if self.alibi:
             reasons.append(("ALiBi: -m_h (i - j) is added to the logits, which are then not bounded uniformly in i; "
-                            "a key's weight falls off exponentially in i - j, not as e^(2B)/i", True))
+                            "a key's weight falls off exponentially in i - j, not as e^(2B)/i", "logits"))
         if self.sliding_window is not None:
             reasons.append((f"sliding window of {self.sliding_window}: the bound's weights e^(2B)/i are derived for "
-                            "attention over every earlier key; in a window they are about 1/window", True))
+                            "attention over every earlier key; in a window they are about 1/window", "keys"))
         if self.qk_norm:
             reasons.append(("QK-norm: the logits are bounded by construction, but the explicit constants are "
-                            "derived for logits linear in the normalised input (w_q, w_k), not normalised again", False))
+                            "derived for logits linear in the normalised input (w_q, w_k), not normalised again", None))
         if self.parallel_residual:
             reasons.append(("parallel residual (GPT-NeoX): the bound is derived for blocks x' = x + Attn(N(x)), "
                             "x' + MLP(N(x')) in sequence; in x + Attn(N(x)) + MLP(N(x)) the MLP reads the block's "
-                            "input, and the constants are not derived for it", False))
-        if self.attn_scale is not None:
-            reasons.append((f"attention logits scaled by {self.attn_scale:.4g}, not 1/sqrt(d_head) = "
-                            f"{self.head_dim ** -0.5:.4g}: the constants are derived for the latter", False))
+                            "input, and the constants are not derived for it", None))
+        if self.other_scale():
+            reasons.append((f"attention logits scaled by {self.attn_scale:.6g}, not 1/sqrt(d_head) = "
+                            f"{self.head_dim ** -0.5:.6g} (relative difference "
+                            f"{abs(self.attn_scale * self.head_dim ** 0.5 - 1):.2g}, above {SCALE_RTOL:g}): the "
+                            "constants are derived for the latter", None))
         return reasons
 
     def not_derived(self) -> list[str]:
         """Why the explicit bound's constants are not derived for this model; empty when they are."""
         return [reason for reason, _ in self._architecture()]
 
-    def failures(self) -> list[str]:
-        """One sentence per condition of the theorem that fails; empty when all hold."""
-        reasons = [reason for reason, breaks in self._architecture() if breaks]
-        for layer, value in enumerate(self.logit_bound, start=1):
-            if not np.isfinite(value):
-                reasons.append(f"layer {layer}: the largest |logit| is {value}, not finite")
+    def conditions(self) -> list[Condition]:
+        """The theorem's conditions judged on this model, in the order ``failures`` and the report give
+        them: a residual stream that is not itself normalised (not post-LN), attention logits bounded
+        uniformly in i, attention over every earlier key, block-norm inputs above sqrt(eps). Each
+        ``Condition.has`` shows the values its verdict was taken on."""
+        broken = {}
+        for reason, condition in self._architecture():
+            broken.setdefault(condition, []).append(reason)
+        logits = broken.get("logits", []) + [f"layer {layer}: the largest |logit| is {value}, not finite"
+                                             for layer, value in enumerate(self.logit_bound, start=1)
+                                             if not np.isfinite(value)]
         names = self.block_norm_names()
-        for k, value in enumerate(self.sigma_min[: len(names) * self.n_layers]):
-            if not value > self.floor:
-                layer, part = divmod(k, len(names))
-                reasons.append(f"layer {layer + 1} {names[part]} norm: input scale floor sigma_min = {value:.3g} is not above "
-                               f"sqrt(eps) = {self.floor:.3g}")
-        return reasons
+        sigma = self.sigma_min[: len(names) * self.n_layers]
+        norms = [f"layer {k // len(names) + 1} {names[k % len(names)]} norm: input scale floor sigma_min = {value:.3g} "
+                 f"is not above sqrt(eps) = {self.floor:.3g}" for k, value in enumerate(sigma) if not value > self.floor]
+        per_layer = "; ".join(", ".join(f"{v:.3g}" for v in sigma[k:k + len(names)])
+                              for k in range(0, len(sigma), len(names)))
+        added = "".join(f"; {name} added" for name, present in (("a prompt logit bias", self.prompt_logit_bias),
+                                                                 ("ALiBi", self.alibi)) if present)
+        window = "no window shorter than the sequences" if self.sliding_window is None else (
+            f"a sliding window of {self.sliding_window}")
+        return [
+            Condition("the residual stream itself not normalised (not post-LN)",
+                      f"norm_placement {self.norm_placement!r}", tuple(broken.get("placement", ()))),
+            Condition("attention logits bounded uniformly in i", f"B_l (largest |logit|), layers 1..{self.n_layers}: "
+                      + " ".join(f"{v:.3g}" for v in self.logit_bound) + added, tuple(logits)),
+            Condition("attention over every earlier key", window, tuple(broken.get("keys", ()))),
+            Condition(f"norm inputs away from zero (sigma_min above sqrt(eps) = {self.floor:.3g})",
+                      f"sigma_min ({', '.join(names)} norm per layer): {per_layer}", tuple(norms)),
+        ]
+
+    def failures(self) -> list[str]:
+        """One sentence per way a condition of the theorem fails (``conditions``); empty when all hold."""
+        return [reason for condition in self.conditions() for reason in condition.failures]
 
     def block_values(self) -> dict[str, np.ndarray]:
         """Per-layer values ``[L]`` of every symbol of ``theory.bound.BLOCK_SYMBOLS``."""
@@ -167,8 +220,9 @@ class BoundConditions:
         )
 
     def to_dict(self) -> dict:
-        """Plain data for JSON, with the failures and the floor."""
-        return {**dataclasses.asdict(self), "floor": self.floor, "failures": self.failures(),
+        """Plain data for JSON, with the judged conditions (``checked``), their failures and the floor."""
+        return {**dataclasses.asdict(self), "floor": self.floor, "checked": [c.to_dict() for c in self.conditions()],
+                "failures": self.failures(),
                 "not_derived": self.not_derived(), "notes": self.notes(), "block_norms": list(self.block_norm_names())}
 
 

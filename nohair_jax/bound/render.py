@@ -13,19 +13,19 @@ from nohair_jax.fit import summary_curve
 from nohair_jax.results import load_json, save_figure
 
 def report(summary: dict) -> str:
-    """The conditions and both checks of a ``bound.json`` as a readable table."""
+    """The conditions and both checks of a ``bound.json`` as a readable table; each condition is printed with
+    the verdict ``BoundConditions.conditions`` took on it (``checked``), and the summary line is theirs."""
     cond = summary["conditions"]
-    depth, names = len(cond["logit_bound"]), cond["block_norms"]
+    depth = len(cond["logit_bound"])
     fmt = lambda values: " ".join(_number(v) for v in values)  # noqa: E731
+    # Every verdict printed is one of ``checked``, and so is the summary line: none can contradict another.
+    checked = cond["checked"]
+    failures = [reason for c in checked for reason in c["failures"]]
     lines = [
-        "conditions of the theorem (pre-LN, bounded logits, norm inputs away from zero):",
-        f"  pre-LN: {cond['norm_placement'] == 'pre'}    prompt logit bias: {cond['prompt_logit_bias']}    mlp: {cond['mlp']}",
-        f"  B_l (largest |logit|), layers 1..{depth}: {fmt(cond['logit_bound'])}",
-        f"  sigma_min ({', '.join(names)} norm per layer; floor sqrt(eps) = {cond['floor']:.3g}): "
-        + "; ".join(", ".join(f"{v:.3g}" for v in cond["sigma_min"][k:k + len(names)])
-                    for k in range(0, len(names) * depth, len(names))),
+        f"conditions of the theorem ({cond['mlp']} MLPs):",
+        *(f"  {c['asks']}: {'holds' if c['holds'] else 'FAILS'} ({c['has']})" for c in checked),
+        "  all conditions hold" if not failures else "  FAILS: " + "\n         ".join(failures),
         f"  D_l (prompt offsets), layers 0..{depth}: {fmt(cond['prompt_offsets'])}",
-        "  all conditions hold" if not cond["failures"] else "  FAILS: " + "\n         ".join(cond["failures"]),
         *(f"  note: {note}" for note in cond["notes"]),
     ]
     explicit = explicit_from_saved(summary["explicit"])

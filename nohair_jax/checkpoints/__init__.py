@@ -30,7 +30,9 @@ from pathlib import Path
 
 from nohair_jax.checkpoints.build import build_model, checked_config
 from nohair_jax.checkpoints.families import ARCHITECTURES, Architecture, architecture
-from nohair_jax.checkpoints.hf_folder import folder_tokenizer, load_folder, read_config, tensor_headers, weight_files
+from nohair_jax.checkpoints.hf_folder import (
+    TOKENIZER_FILE, folder_tokenizer, load_folder, read_config, tensor_headers, weight_files,
+)
 from nohair_jax.checkpoints.packaged import PACKAGED_MODELS, PackagedModel, packaged_model_path
 from nohair_jax.metadata import CheckpointError
 
@@ -92,7 +94,8 @@ def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: in
 
     Returns:
       (model, tokenizer): a ``Transformer`` whose ``hidden[l]`` are the checkpoint's residual streams
-      (``hidden[L]`` before the final norm), and the ``tokenizers.Tokenizer`` or None. Its
+      (``hidden[L]`` before the final norm), and the ``tokenizers.Tokenizer`` or None (with a warning: text
+      tokenized with None is read as UTF-8 bytes, which the model's vocabulary does not mean). Its
       ``config.max_len`` is the longest sequence it computes exactly: the learned position table
       (GPT-2) or the context (``max_position_embeddings``); RoPE models run past it unchecked, as the
       untrained ones do. A sliding window on every layer (Mistral, Phi-3) is the config's
@@ -100,10 +103,18 @@ def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: in
 
     Raises:
       CheckpointError (a ValueError): source, config or weights missing, an unsupported
-      architecture or setting, or weights that do not fit the config (all problems in one message).
+      architecture or setting, weights that do not fit the config (all problems in one message), a
+      model too big for this machine's memory, or float64 without 64-bit JAX (``jax.enable_x64``).
+      ValueError: ``seq_len`` not an int >= 1.
     """
     path = resolve_checkpoint(source)
-    return load_model(path, dtype=dtype, seq_len=seq_len), tokenizer_or_warning(path)
+    model, tokenizer = load_model(path, dtype=dtype, seq_len=seq_len), tokenizer_or_warning(path)
+    if path.is_dir() and not (path / TOKENIZER_FILE).is_file():
+        # Not an error: random token ids need no tokenizer. But nh.tokenize(None, text) gives bytes, silently.
+        warnings.warn(f"{path} has no {TOKENIZER_FILE}: the tokenizer is None, and text tokenized with None is read as "
+                      f"UTF-8 bytes (ids 0-255), not as this model's {model.config.vocab_size}-token vocabulary means it",
+                      stacklevel=2)
+    return model, tokenizer
 
 
 def load_model(source: str | Path, *, dtype: str | None = None, seq_len: int | None = None):

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from nohair_jax.checkpoints.families import Architecture, _expand, architecture
+from nohair_jax.checks import check_int, physical_memory
 from nohair_jax.config import TransformerConfig
 from nohair_jax.metadata import CheckpointError, check_config
 from nohair_jax.model import Transformer
@@ -79,28 +81,70 @@ def _plan(
     return plan, problems
 
 
-def _dtype(hf: dict, dtype: str | None) -> str:
-    """The parameter dtype: the one asked for, else the config's (``dtype`` or ``torch_dtype``), else float32."""
+def _dtype(hf: dict, dtype: str | None, where: str) -> str:
+    """The parameter dtype: the one asked for, else the config's (``dtype`` or ``torch_dtype``), else float32.
+
+    float64 is refused without 64-bit JAX: JAX would make every array float32 while the model's config says
+    float64. It is not turned on here: x64 is global, and arrays made under it would meet float32 ones later.
+    """
     chosen = dtype or hf.get("dtype") or hf.get("torch_dtype") or "float32"
     if chosen not in FLOAT_DTYPES:
         raise CheckpointError(f"dtype {chosen!r} is not one of {FLOAT_DTYPES}")
+    if chosen == "float64" and not jax.config.jax_enable_x64:
+        if dtype:
+            raise CheckpointError("dtype float64 needs 64-bit JAX: run under jax.enable_x64(True) or set JAX_ENABLE_X64=1")
+        raise CheckpointError(f"{where}: its dtype float64 needs 64-bit JAX: run under jax.enable_x64(True), set "
+                              "JAX_ENABLE_X64=1, or pass dtype='float32'")
     return chosen
 
 
-def checked_config(hf: dict, where: str, dtype: str | None, seq_len: int | None) -> tuple[TransformerConfig, Architecture]:
+# The config keys that fix a model's size: layers, width, MLP width, vocabulary (GPT-2's names, then every other
+# family's).
+SIZE_KEYS = {"gpt2": ("n_layer", "n_embd", "n_inner", "vocab_size")}
+DEFAULT_SIZE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size")
+
+
+def _check_size(hf: dict, dtype: str, where: str, names: dict[str, str]) -> None:
+    """CheckpointError naming the config's sizes where its parameters cannot fit in this machine's memory.
+
+    Checked before anything is built from the config: a config of 10^9 layers would otherwise have its family's
+    per-layer lists and the model's skeleton built (``nnx.eval_shape``, whose time grows with the square of the
+    layer count) until the machine gives out. The count is a lower bound (each layer's two MLP projections and
+    the embedding), so that no model that fits is refused.
+    """
+    keys = SIZE_KEYS.get(hf["model_type"], DEFAULT_SIZE_KEYS)
+    values = [hf.get(key) for key in keys]
+    layers, width, mlp, vocab = (value or 0 for value in values)
+    count = layers * 2 * width * (mlp or 4 * width) + vocab * width  # GPT-2's n_inner: null for 4 x n_embd
+    need, have = count * jnp.dtype(dtype).itemsize, physical_memory()
+    if need > have:
+        sizes = ", ".join(f"{names.get(key, key)} {value}" for key, value in zip(keys, values))
+        raise CheckpointError(f"{where}: the config asks for at least {count:,} parameters ({need / 2**30:,.1f} GiB in "
+                              f"{dtype}: {sizes}), more than this machine's {have / 2**30:.1f} GiB of memory")
+
+
+def checked_config(
+    hf: dict, where: str, dtype: str | None, seq_len: int | None, *, names: dict[str, str] | None = None,
+) -> tuple[TransformerConfig, Architecture]:
     """The model's config and architecture from a Hugging Face config dict; ``seq_len`` checked.
 
-    ``where`` names the source in errors (a folder's config.json, a GGUF file); every key read is first
-    held to ``metadata.CONFIG_SCHEMA``, then what the config does not say is the family's default
-    (``Architecture.defaults``: transformers' own).
+    ``where`` names the source in errors (a folder's config.json, a GGUF file), ``names`` its keys where the
+    source calls them otherwise (a GGUF file's metadata); every key read is first held to
+    ``metadata.CONFIG_SCHEMA``, then what the config does not say is the family's default
+    (``Architecture.defaults``: transformers' own); a model too big for this machine is refused before
+    anything is built from it (``_check_size``).
     """
+    if seq_len is not None:
+        check_int("seq_len", seq_len)
     arch = architecture(check_config(hf, where))
     hf = arch.filled(hf)
+    chosen = _dtype(hf, dtype, where)
+    _check_size(hf, chosen, where, names or {})
     limit, why = arch.limit(hf)
     if seq_len is not None and seq_len > limit:
         raise CheckpointError(f"{seq_len} tokens asked, but {where} computes at most {limit}: {why}")
     try:
-        return arch.config(hf, _dtype(hf, dtype), limit), arch
+        return arch.config(hf, chosen, limit), arch
     except CheckpointError:
         raise
     except ValueError as err:  # TransformerConfig's and RopeScaling's own checks

@@ -153,7 +153,9 @@ class GGUFFile:
             name, n_dims = self._string(), self._read("I")
             dims = tuple(self._read("Q") for _ in range(n_dims))
             infos.append((name, dims, self._read("I"), self._read("Q")))
-        alignment = int(self.fields.get("general.alignment", 32))
+        alignment = self.fields.get("general.alignment", 32)
+        if not (isinstance(alignment, int) and alignment > 0 and alignment & (alignment - 1) == 0):  # llama.cpp's rule
+            raise ValueError(f"general.alignment is {alignment!r}, not a power of 2")
         start = -(-self._pos // alignment) * alignment
         gguf = _gguf()
         self.tensors = [self._tensor(gguf, start, *info) for info in infos]
@@ -277,13 +279,15 @@ GGUF_ONLY = {
     "rope.scaling.attn_factor": POSITIVE_NUMBER,
     "attention.sliding_window_pattern": WINDOW_PATTERN,
 }
-# What llama.cpp assumes where a family's file does not say (llama-model.cpp): Gemma 2's soft caps, the
-# window on every second layer (Gemma 2) or on five of every six (Gemma 3), Gemma 3's RoPE base of 10000
-# on its window layers.
+# What llama.cpp assumes where a family's file does not say (llama-model.cpp): Gemma 2's soft caps and window
+# of 4096, the window on every second layer (Gemma 2) or on five of every six (Gemma 3), Gemma 3's RoPE base of
+# 10000 on its window layers.
 FAMILY_DEFAULTS = {
-    "gemma2": dict(attn_logit_softcapping=50.0, final_logit_softcapping=30.0, window_pattern=2),
+    "gemma2": dict(attn_logit_softcapping=50.0, final_logit_softcapping=30.0, sliding_window=4096, window_pattern=2),
     "gemma3": dict(window_pattern=6, rope_local_base_freq=10000.0),
 }
+# Metadata llama.cpp requires of a family beyond the sizes and the epsilon (load_hparams reads it with no default).
+FAMILY_REQUIRED = {"gptneox": ("use_parallel_residual",)}
 # Each family's MLP activation (GGUF does not say): SiLU-gated unless listed.
 ACTIVATIONS = {"gemma2": "gelu_pytorch_tanh", "gemma3": "gelu_pytorch_tanh", "gptneox": "gelu"}
 # Tensors of RoPE frequency divisors, by the architecture whose files llama.cpp reads them in (llama-model.cpp):
@@ -305,21 +309,34 @@ def hf_config(reader, where: str) -> dict:
         raise CheckpointError(f"{where} lacks metadata the model needs: {', '.join(missing)}")
     read = {**REQUIRED_METADATA, **OPTIONAL_METADATA}
     hf = {hf_key: reader.fields[key(name)] for name, hf_key in read.items() if key(name) in reader.fields}
-    if hf.get("sliding_window") == 0:  # llama.cpp's converter writes 0 for no window (Phi-3)
-        del hf["sliding_window"]
+    if hf.get("sliding_window") == 0 and arch != "gemma2":  # no window, as llama.cpp reads 0 (Phi-3's converter
+        del hf["sliding_window"]  # writes it); Gemma 2's would be a window of 0, masking every key: refused as such
+    if arch == "olmo2" and hf.get("sliding_window"):  # llama.cpp puts it on 3 layers of 4 (OLMo 3); not built
+        raise CheckpointError(f"{where}: {key('attention.sliding_window')} is {hf['sliding_window']} (OLMo 3's window "
+                              "on three layers of four): not supported")
+    if hf.get("final_logit_softcapping") == 0 and arch == "gemma3":  # llama.cpp's Gemma 3 caps nothing at 0
+        del hf["final_logit_softcapping"]
     check_config(hf, where, names={hf_key: key(name) for name, hf_key in read.items()})
     own = {name: reader.fields[key(name)] for name in GGUF_ONLY if key(name) in reader.fields}
     check_values(own, GGUF_ONLY, where, names={name: key(name) for name in GGUF_ONLY})
+    missing = [key(name) for name in FAMILY_REQUIRED.get(arch, ()) if key(name) not in reader.fields]
+    if missing:  # after the values: a wrong value is named first, as for the keys every family needs
+        raise CheckpointError(f"{where} lacks metadata the model needs: {', '.join(missing)}")
     names = {t.name for t in reader.tensors}
     head_dim = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
     if head_dim == 0:
         raise CheckpointError(f"{where}: {key('embedding_length')} {hf['hidden_size']} is smaller than "
                               f"{key('attention.head_count')} {hf['num_attention_heads']}")
-    if own.get("attention.value_length", head_dim) != head_dim:
-        raise CheckpointError(f"{where}: key and value heads of different sizes are not supported")
+    value_dim = own.get("attention.value_length", hf["hidden_size"] // hf["num_attention_heads"])  # llama.cpp's default
+    if value_dim != head_dim:
+        raise CheckpointError(f"{where}: value heads of {value_dim} features and key heads of {head_dim} "
+                              f"({key('attention.value_length')}, {key('attention.key_length')}; where absent, "
+                              f"embedding_length / head_count, as llama.cpp takes them): heads of different sizes "
+                              f"are not supported")
     defaults = dict(FAMILY_DEFAULTS.get(arch, {}))
     pattern = own.get("attention.sliding_window_pattern", defaults.pop("window_pattern", None))
-    hf = {**defaults, **hf}
+    # The pretraining context is the context where the file does not say (llama.cpp's n_ctx_orig_yarn).
+    hf = {**defaults, "original_max_position_embeddings": hf["max_position_embeddings"], **hf}
     hf.update(
         model_type=GGUF_ARCHITECTURES[arch],
         head_dim=head_dim,
@@ -328,7 +345,7 @@ def hf_config(reader, where: str) -> dict:
         # RoPE on fewer dimensions than a head has, or scalings they do not compute, are refused by the config rules.
         partial_rotary_factor=own.get("rope.dimension_count", head_dim) / head_dim,
         rope_scaling=_rope_scaling(reader, arch, own, own.get("rope.dimension_count", head_dim),
-                                   hf["max_position_embeddings"], hf.get("original_max_position_embeddings"), where),
+                                   hf["max_position_embeddings"], hf["original_max_position_embeddings"], where),
         vocab_size=hf.get("vocab_size") or _vocab_rows(reader),
         tie_word_embeddings="output.weight" not in names,
         attention_bias=bool(names & {"blk.0.attn_q.bias", "blk.0.attn_qkv.bias"}),
@@ -346,8 +363,7 @@ def hf_config(reader, where: str) -> dict:
     return hf
 
 
-def _rope_scaling(reader, arch: str, own: dict, n_rot: int, context: int, original: int | None,
-                  where: str) -> dict | None:
+def _rope_scaling(reader, arch: str, own: dict, n_rot: int, context: int, original: int, where: str) -> dict | None:
     """The file's RoPE scaling as Hugging Face's ``rope_scaling``, which the config rules then read as a
     config.json's: ``rope.scaling.type`` with ``.factor``; Phi-3's ``rope_factors_short`` and ``_long`` as
     ``longrope``, whose attention factor is derived as transformers derives it once the file's
@@ -361,15 +377,17 @@ def _rope_scaling(reader, arch: str, own: dict, n_rot: int, context: int, origin
     if stray:
         raise CheckpointError(f"{where}: the RoPE factor tensor {stray[0]} in a {arch} file is not supported (read: "
                               f"rope_freqs.weight in llama files, rope_factors_short/long.weight in phi3 files)")
-    kind, attention = own.get("rope.scaling.type", "none"), own.get("rope.scaling.attn_factor", 1.0)
+    # llama.cpp's defaults (load_hparams): type "linear", factor 1; a linear or YaRN factor of 1 scales nothing.
+    kind, attention = own.get("rope.scaling.type", "linear"), own.get("rope.scaling.attn_factor", 1.0)
+    if kind in ("linear", "yarn") and own.get("rope.scaling.factor", 1.0) == 1.0:
+        kind = "none"
     if tensors and kind not in (("none", "longrope") if arch == "phi3" else ("none",)):
         raise CheckpointError(f"{where}: {key('rope.scaling.type')} {kind!r} with the RoPE factor tensor {min(tensors)}")
     factors = {name: _rope_factor_values(tensor, n_rot, where) for name, tensor in tensors.items()}
     if arch == "phi3" and (factors or kind == "longrope"):
         missing = [name for name in ROPE_FACTORS["phi3"] if name not in factors]
-        if missing or original is None:
-            absent = missing or [key("rope.scaling.original_context_length")]
-            raise CheckpointError(f"{where}: Phi-3's longrope RoPE without {' or '.join(absent)}")
+        if missing:
+            raise CheckpointError(f"{where}: Phi-3's longrope RoPE without {' or '.join(missing)}")
         expected = longrope_attention_factor(context / original, original)
         if abs(attention - expected) > 1e-6 * expected:  # the file's is float32
             raise CheckpointError(f"{where}: {key('rope.scaling.attn_factor')} is {attention}, not longrope's "
@@ -482,7 +500,9 @@ def load_gguf(path: str | Path, *, dtype: str | None = None, seq_len: int | None
     where = str(path)
     reader = open_gguf(path)
     hf = hf_config(reader, where)
-    cfg, _ = checked_config(hf, where, dtype or "float32", seq_len)
+    prefix = metadata(reader, "general.architecture")  # errors name the file's keys (llama.block_count), not config.json's
+    names = {hf_key: f"{prefix}.{name}" for name, hf_key in {**REQUIRED_METADATA, **OPTIONAL_METADATA}.items()}
+    cfg, _ = checked_config(hf, where, dtype or "float32", seq_len, names=names)
     arch = _gguf_architecture(hf["model_type"])
     headers = {t.name: (path, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name) for t in reader.tensors}
     read = _reader_fn(reader, hf["model_type"], cfg.n_heads, cfg.kv_heads)

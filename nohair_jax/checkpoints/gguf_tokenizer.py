@@ -11,7 +11,12 @@ Two kinds (``tokenizer.ggml.model``), read as llama.cpp reads them (its ``llama-
   the piece's score (``_score_merges``). Spaces are written "▁", with one put in front of the text
   where ``tokenizer.ggml.add_space_prefix`` says so (true unless written, as llama.cpp reads it;
   Gemma's files say false); a character outside the vocabulary falls back to its UTF-8 bytes
-  (the pieces ``<0x00>`` .. ``<0xFF>``).
+  (the pieces ``<0x00>`` .. ``<0xFF>``). **(choice)** Text that already starts with "▁" (a space, or
+  a "▁" written in it) gets no second one, as transformers reads these files (its Llama tokenizer's
+  ``Metaspace``): the text "▁▁" is the one piece "▁▁", where llama.cpp, which puts a "▁" in front of
+  every text, makes it "▁▁▁": "▁▁" and "▁". Phi-3's files get one in front of every text
+  (``ALWAYS_PREFIXED``), as both read them. Text after a special token that does not start with "▁"
+  gets one, as llama.cpp gives it (transformers' Llama tokenizer gives none there).
 
 In both, tokens marked control (``<|im_start|>``, ``<start_of_turn>``) match whole as special tokens
 and user-defined ones as added tokens. What is put around a sequence differs: **(choice)** byte-level
@@ -46,6 +51,9 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 SPACE = "\u2581"  # SentencePiece's "▁"
 # SentencePiece switches and their values where a file has none (llama.cpp's).
 SWITCHES = {"add_space_prefix": True, "add_bos_token": True, "add_eos_token": False}
+# The architectures whose text gets its "▁" in front even where it starts with one (a space, or "▁" itself), as
+# transformers reads their files; the others get none there (``_sentencepiece``).
+ALWAYS_PREFIXED = ("phi3",)
 
 
 def _tokenizers():
@@ -142,10 +150,14 @@ def _sentencepiece(reader, tokens: list[str], scores: list[float], types: list[i
     tokenizer = tk.Tokenizer(tk.models.BPE(
         vocab={tok: i for i, tok in enumerate(tokens)}, merges=_score_merges(tokens, scores, types),
         unk_token=unk and unk[0], fuse_unk=True, byte_fallback={f"<0x{b:02X}>" for b in range(256)} <= byte_pieces))
-    prefix = [normalizers.Prepend(SPACE)] if switches["add_space_prefix"] else []
-    tokenizer.normalizer = normalizers.Sequence(prefix + [normalizers.Replace(" ", SPACE)])
+    prefix = switches["add_space_prefix"]
+    if prefix and metadata(reader, "general.architecture", None) not in ALWAYS_PREFIXED:
+        # Spaces as "▁", and a "▁" in front of each piece of text between special tokens unless it starts with one.
+        tokenizer.pre_tokenizer = tk.pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always", split=False)
+    else:
+        tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE)] * prefix + [normalizers.Replace(" ", SPACE)])
     tokenizer.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
-                                          + [decoders.Strip(" ", 1, 0)] * len(prefix))
+                                          + [decoders.Strip(" ", 1, 0)] * prefix)
     ends = {end: _token(reader, tokens, f"{end}_token_id") for end in ("bos", "eos") if switches[f"add_{end}_token"]}
     for end, token in ends.items():
         if token is None:
