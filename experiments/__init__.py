@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nohair_jax.criteria import RISE_T_MIN  # where the rise is measured, as its criterion states
 from nohair_jax.model import untrained_model
 from nohair_jax.pairs import random_prompt_pairs
 from nohair_jax.results import FolderBusyError, folder_lock
@@ -41,11 +42,6 @@ def relay_alphas(prompt_len: int, length: int, fits, t_min: int) -> list[float]:
     windows = [f.t_range if isinstance(f, nh.PowerLawFit) else (t_min, length) for f in fits]
     return [nh.fit_power_law(t, relay[layer], t_min=w[0], t_max=w[1], n_boot=0).alpha
             for layer, w in enumerate(windows, start=1)]
-
-
-# The rise of the local exponent is measured from t = 4: bins of one position at t = 1..3 hold the log
-# of a mean of few noisy pairs, which is biased (its interval then covered 91 %; from t = 4, 95 to 97 %).
-RISE_T_MIN = 4
 
 
 def exponent_rise(t, l2_layer, prompt_len: int, layer: int, groups=None) -> dict:

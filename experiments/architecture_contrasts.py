@@ -33,9 +33,9 @@ from tqdm.auto import tqdm
 import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.bound import measure_conditions
-from nohair_jax.claims import CHECK, Claim, Record
+from nohair_jax.claims import CHECK, NOT_MEASURED, Claim, Judgement, Record
 from nohair_jax.config import PromptLogitBias, default_config
-from nohair_jax.fit import AlphaDifference, FitRefused, fit_from_dict
+from nohair_jax.fit import AlphaDifference, FitRefused, bonferroni, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.experiments import script_main, short_training
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -83,8 +83,8 @@ class Reach(TypedDict):
 
 class Variant(TypedDict):
     """One architecture: its change from the baseline, alpha per layer at init (over seeds) and trained,
-    the last layer's alpha minus the baseline's at each (``AlphaDifference`` records, or ``FitRefused``'s),
-    and for a window variant its reach at each."""
+    the last layer's alpha minus the baseline's at each (paired ``AlphaDifference`` records, or
+    ``FitRefused``'s), and for a window variant its reach at each."""
 
     minus_baseline: dict[str, Record]
     window_reach: NotRequired[dict[str, list[Reach]]]
@@ -155,12 +155,14 @@ def _measure_variant(cfg, pairs, p: dict, corpus, out: Path) -> tuple[dict, dict
 
 
 def _last_layer_difference(a: tuple, b: tuple, p: dict) -> dict:
-    """alpha(a) - alpha(b) of the last layer on a common window (``fit.alpha_difference``), each
-    (l2, floor, groups); a FitRefused's dict where the noise floor or the window refuses it."""
-    (l2_a, floor_a, groups_a), (l2_b, floor_b, groups_b) = a, b
+    """alpha(a) - alpha(b) of the last layer on a common window with a paired interval
+    (``fit.paired_alpha_difference``: every variant is measured on the same pairs, at init from the same
+    seeds in the same order, so one ``groups`` labels both), each (l2, floor, groups); a FitRefused's dict
+    where the noise floor or the window refuses it."""
+    (l2_a, floor_a, groups), (l2_b, floor_b, _) = a, b
     t = np.arange(1, l2_a.shape[-1] + 1)
-    return nh.difference_or_refuse(t, l2_a[:, -1], l2_b[:, -1], t_min=p["t_min"], floor_a=floor_a[-1], floor_b=floor_b[-1],
-                                   groups_a=groups_a, groups_b=groups_b, n_boot=p["n_boot"]).to_dict()
+    return paired_difference_or_refuse(t, l2_a[:, -1], l2_b[:, -1], t_min=p["t_min"], floor_a=floor_a[-1],
+                                       floor_b=floor_b[-1], groups=groups, n_boot=p["n_boot"]).to_dict()
 
 
 def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
@@ -279,20 +281,27 @@ def _contrast_alibi(summary: Summary):
 
 
 def _contrast_bias(summary: Summary):
-    names = [n for n in summary["variants"] if n.startswith("logit bias ")]
+    names = sorted((n for n in summary["variants"] if n.startswith("logit bias ")),
+                   key=lambda n: float(n.removeprefix("logit bias ")))
     if len(names) < 2:
         return criteria.unmeasured(f"{len(names)} logit-bias strength(s) ran; the criterion needs two or more")
     gammas = [float(n.removeprefix("logit bias ")) for n in names]
-    diffs = [_minus_baseline(summary, n)["init"] for n in names]
-    if not criteria.all_with_interval(diffs):
-        return criteria.unmeasured("a difference could not be fitted with an interval")
-    order = np.argsort(gammas)
-    points = [diffs[k].difference for k in order]
-    text = "last layer at init, alpha(bias) - alpha(none): " + "; ".join(
-        f"gamma {gammas[k]:g} {diffs[k].difference:+.2f} [{diffs[k].ci[0]:+.2f}, {diffs[k].ci[1]:+.2f}]" for k in order)
-    ok = all(d.ci[1] < 0 for d in diffs) and all(b < a for a, b in zip(points, points[1:]))
-    return criteria.judged(text, [round(v, 3) for v in diffs[order[-1]].ci], ok, gammas=[gammas[k] for k in order],
-                           difference=points, intervals=[list(diffs[k].ci) for k in order])
+    diffs = {when: [_minus_baseline(summary, n)[when] for n in names] for when in ("trained", "init")}
+    beside = "; at init, where it is close to an identity of the bias: " + "; ".join(
+        f"gamma {g:g} {d.brief()}" for g, d in zip(gammas, diffs["init"]))
+    if not criteria.all_with_interval(diffs["trained"]):
+        return criteria.unmeasured("a trained model's difference could not be fitted with an interval" + beside)
+    trained = diffs["trained"]
+    points = [d.difference for d in trained]
+    text = "last layer trained, alpha(bias) - alpha(none): " + "; ".join(
+        f"gamma {g:g} {d.difference:+.2f} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for g, d in zip(gammas, trained)) + beside
+    slower = all(d.ci[1] < 0 for d in trained) and all(b < a for a, b in zip(points, points[1:]))
+    faster = [g for g, d in zip(gammas, trained)
+              if (wide := bonferroni(d.ci, d.dof, len(trained), d.confidence)) is not None and wide[0] > 0]
+    verdict = "agree" if slower else "disagree" if faster else NOT_MEASURED
+    return Judgement(text, [round(v, 3) for v in trained[-1].ci], verdict, dict(
+        gammas=gammas, difference=points, intervals=[list(d.ci) for d in trained], faster_at=faster,
+        init_intervals=[criteria.difference_ci(d) for d in diffs["init"]]))
 
 
 CLAIMS = (
@@ -305,14 +314,16 @@ CLAIMS = (
           "share of attention falls exponentially with distance instead of diluting as 1/t)", criteria.OWN,
           ("architecture_contrasts",),
           "The last layer's alpha of ALiBi minus that of the same architecture with RoPE, on a common window above both "
-          "noise floors, at init (interval over seeds, then pairs) and after the same training (over pairs). Agree if "
-          "both intervals lie above 0; disagree otherwise; not measured if either difference is refused.",
+          f"noise floors, at init (the same seeds) and after the same training, each with {criteria.PAIRED_CRITERION}. "
+          "Agree if both intervals lie above 0; disagree otherwise; not measured if either difference is refused.",
           _contrast_alibi),
     Claim("contrast_bias_slows", "(This project) The dilution-cancelling logit bias slows forgetting at every "
           "strength gamma, the more the larger gamma", criteria.OWN, ("architecture_contrasts",),
-          "At init, the last layer's alpha with the bias at each gamma minus that without, on a common window (interval "
-          "over seeds, then pairs). Agree if every interval lies below 0 and the differences fall as gamma grows; "
-          "disagree otherwise; not measured with fewer than two strengths.", _contrast_bias),
+          "After the same training (at init the bias's effect is close to an identity of the bias: reported beside), "
+          "the last layer's alpha with the bias at each gamma minus that without, on a common window, with "
+          f"{criteria.PAIRED_CRITERION}. Agree if every interval lies below 0 and the differences fall as gamma grows; "
+          "disagree if some interval, widened for the number of strengths (Bonferroni), lies above 0; not measured "
+          "otherwise or with fewer than two strengths.", _contrast_bias),
 )
 
 

@@ -121,9 +121,9 @@ CLAIMS = (
           "exceeds it; not measured where the bound does not apply.", _bound_holds, CHECK),
     Claim("relay_only_logs", "Relay can only add logarithmic factors: offsets decay at least like the relay shape",
           "slope of offset / shape <= 0", ("bound_check",),
-          "Per layer, the log-log slope of offset / relay-model offset over t in [T/16, T]. Agree if every layer's "
-          "interval reaches 0 or below; disagree if any layer's interval lies above 0 (offsets decaying more slowly "
-          "than the relay shape).", _relay_logs),
+          "Per layer, the log-log slope of offset / relay-model offset over t in [T/16, T], with a t-interval over "
+          f"pairs. Agree if {criteria.SHAPE_AGREE}; disagree if {criteria.SHAPE_DISAGREE} (offsets decaying more slowly "
+          "than the relay shape); otherwise not measured.", _relay_logs),
 )
 
 

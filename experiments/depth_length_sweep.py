@@ -28,6 +28,7 @@ import numpy as np
 import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.claims import Claim, Judgement, Record
+from nohair_jax.fit import paired_difference_or_refuse
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_json
 from nohair_jax.sweep import sweep_table
@@ -86,8 +87,9 @@ def _last_layer_rows(summary: dict) -> list[Cell]:
 
 def depth_differences(folder: Path, summary: dict, shared: dict) -> list[dict]:
     """For each (width, prompt length, length) and each two neighbouring depths: the last layer's
-    alpha of the shallower model minus the deeper one's, one interval on the difference (seeds, then
-    pairs within them, resampled; ``fit.alpha_difference``)."""
+    alpha of the shallower model minus the deeper one's, one paired interval on the difference (every
+    cell of a grid measures the same pairs from the same seeds, in the same order: whole seeds
+    resampled alike for both; ``fit.paired_alpha_difference``)."""
     groups: dict[tuple, list[dict]] = {}
     for row in summary["rows"]:
         groups.setdefault((row["width"], row["prompt_len"], row["length"]), []).append(row)
@@ -99,10 +101,10 @@ def depth_differences(folder: Path, summary: dict, shared: dict) -> list[dict]:
                 seeds, pairs = data["l2"].shape[:2]
                 curves.append((row["depth"], data["t"], data["l2"][:, :, -1].reshape(seeds * pairs, -1), data["floor"][-1],
                                np.repeat(np.arange(seeds), pairs)))
-        for (d1, t, a, floor_a, g_a), (d2, _, b, floor_b, g_b) in zip(curves, curves[1:]):
+        for (d1, t, a, floor_a, groups), (d2, _, b, floor_b, _) in zip(curves, curves[1:]):
             entry = dict(width=width, prompt_len=prompt_len, length=length, depths=[d1, d2])
-            entry.update(nh.difference_or_refuse(t, a, b, t_min=shared["fit_t_min"], floor_a=floor_a, floor_b=floor_b,
-                                                 groups_a=g_a, groups_b=g_b, n_boot=shared["n_boot"]).to_dict())
+            entry.update(paired_difference_or_refuse(t, a, b, t_min=shared["fit_t_min"], floor_a=floor_a, floor_b=floor_b,
+                                                     groups=groups, n_boot=shared["n_boot"]).to_dict())
             out.append(entry)
     return out
 
@@ -157,8 +159,7 @@ CLAIMS = (
     Claim("deeper_remembers_longer", "Each layer of relay adds a log factor: deeper models forget more slowly "
           "(last layer, difference above 0 at each step in depth)", "alpha falls with depth L", ("depth_length_sweep",),
           "At every prompt length, the last layer's alpha of untrained models of neighbouring depths, shallower minus "
-          "deeper, with one interval of the difference (seeds, then pairs, resampled). Agree if every such interval "
-          "lies above 0; disagree if any reaches 0 or below; not measured if a difference cannot be fitted.", _depth),
+          f"deeper, with {criteria.PAIRED_CRITERION}. {criteria.ABOVE_ZERO_CRITERION}", _depth),
 )
 
 

@@ -34,6 +34,7 @@ PROFILES = {
     "full": dict(depth=6, d_model=256, prompt_len=16, length=8192, n_pairs=32),
 }
 PARTS = ("total", "direct", "relay")
+DILUTION_TOLERANCE = 0.1  # the direct read "dilutes as P / (P + t)": its alpha within this of that curve's
 
 
 class Split(TypedDict):
@@ -102,7 +103,8 @@ def _direct(summary: Summary):
     direct = alphas(fits)
     text = (f"direct-read alpha per layer {', '.join(f'{a:.2f}' for a in direct)}; dilution P/(P+t) on the same window "
             f"{reference:.2f}")
-    return criteria.judged(text, [round(min(direct), 3), round(max(direct), 3)], all(abs(a - reference) < 0.1 for a in direct),
+    return criteria.judged(text, [round(min(direct), 3), round(max(direct), 3)],
+                           all(abs(a - reference) < DILUTION_TOLERANCE for a in direct),
                            direct_alpha=direct, dilution_alpha=reference)
 
 
@@ -110,7 +112,7 @@ CLAIMS = (
     Claim("direct_is_dilution", "The direct read of an untrained model (near-uniform attention) dilutes as P/(P+t)",
           "alpha = 1 for P/(P+t)", ("direct_vs_relay",),
           "Per layer, alpha of the direct-read part of the offset against alpha of P / (P + t) fitted on the same "
-          "window. Pass if every layer is within 0.1 of it, fail otherwise.", _direct, CHECK),
+          f"window. Pass if every layer is within {DILUTION_TOLERANCE:g} of it, fail otherwise.", _direct, CHECK),
 )
 
 

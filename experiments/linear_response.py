@@ -5,9 +5,9 @@ float32 noise floor, fits per layer) and the linear response (``nohair_jax.jacob
 docs/definitions.md#linear-response): ``||J_l(t) (E_b - E_a)||``, the first-order term of the
 offset, and the Jacobian's Frobenius norm ``||J_l(t)||_F``, fitted per layer the same way (a
 tangent has no noise floor). Per layer: the Jacobian's alpha minus the finite one on a common
-window, one interval (the two sides resampled independently, although they share pairs: a
-conservative interval), and the ratio finite / along-pair against t, which is 1 where the offset
-is in the linear regime (``response_row``).
+window, one paired interval (both are measured on the same pairs, resampled together:
+``fit.paired_alpha_difference``), and the ratio finite / along-pair against t, which is 1 where the
+offset is in the linear regime (``response_row``).
 
 This part measures the project's baseline (pre-LN, RoPE, the architecture contrasts' quick size) at
 init over seeds and after a short training. SmolLM2-135M-Instruct and its config at init are
@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 import nohair_jax as nh
 from nohair_jax.claims import Record
 from nohair_jax.config import default_config
+from nohair_jax.fit import paired_difference_or_refuse
 from nohair_jax.experiments import script_main, short_training
 from nohair_jax.figures import drawn_layers, layer_colors
 from nohair_jax.jacobian import LinearResponse, linear_response
@@ -104,16 +105,17 @@ class ResponseRow(TypedDict):
 def response_row(t, finite, floor, groups, responses: list[LinearResponse], fits: dict, folder: Path) -> ResponseRow:
     """The comparison of one model row: the finite offsets ``finite`` [n_pairs, L+1, T] (their noise
     floor [L+1, T] and ``groups``, the seed of each pair, or None) beside the ``responses`` of the same
-    pairs in order, fitted per layer with ``fits``; the finite / along-pair ratio saved as
-    ``folder / ratio.npz`` (the real model's part builds its rows with this too)."""
+    pairs in order, fitted per layer with ``fits``, each Jacobian minus the finite offsets with a paired
+    interval; the finite / along-pair ratio saved as ``folder / ratio.npz`` (the real model's part builds
+    its rows with this too)."""
     along = np.concatenate([r.along_pair for r in responses])
     frobenius = np.concatenate([r.frobenius for r in responses])
     chex.assert_equal_shape([finite, along])
     layers = range(1, along.shape[1])
 
     def minus_finite(resp):
-        return [nh.difference_or_refuse(t, resp[:, layer], finite[:, layer], floor_b=floor[layer],
-                                        groups_a=groups, groups_b=groups, **fits).to_dict() for layer in layers]
+        return [paired_difference_or_refuse(t, resp[:, layer], finite[:, layer], floor_b=floor[layer], groups=groups,
+                                            **fits).to_dict() for layer in layers]
 
     # finite / along-pair per pair, then its geometric mean over pairs: [L+1, T] (1 in the linear regime)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -11,7 +11,8 @@ measures alpha per layer at several steps on held-out text pairs.
 
 The claims are judged (at the end of this file) inside the training context, t in [32, C - P], where
 the models have seen such positions: at every measured step the last layer's alpha of both runs
-with its interval, and the interval of their difference (bias minus no bias).
+with its interval, and the paired interval of their difference (bias minus no bias: both runs are
+measured on the same pairs, ``fit.paired_alpha_difference``).
 
 Writes ``no_bias/`` and ``bias/`` (training runs with offsets_step<s>.npz), ``summary.json`` and
 ``logit_bias.png`` (alpha against step for both; offset curves at an early and the last
@@ -29,22 +30,24 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax import criteria
-from nohair_jax.claims import Claim, Record, part_claims_text
+from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, Record, part_claims_text
 from nohair_jax.config import default_config
-from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict
+from nohair_jax.fit import FitRefused, PowerLawFit, alphas, bonferroni, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_figure, save_json
 from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, train
 
 PROFILES = {
     "smoke": dict(d_model=32, depth=2, steps=30, batch_size=2, context=32, prompt_len=4, length=128, n_pairs=2,
-                  measure_at=(0, 10, 30)),
+                  measure_at=(0, 1, 10, 30)),
     "quick": dict(d_model=128, depth=4, steps=300, batch_size=8, context=256, prompt_len=16, length=1024, n_pairs=8,
-                  measure_at=(0, 25, 50, 100, 200, 300)),
+                  measure_at=(0, 15, 25, 50, 100, 200, 300)),
     "full": dict(d_model=256, depth=6, steps=5000, batch_size=32, context=512, prompt_len=16, length=8192, n_pairs=32,
                  measure_at=(0, 100, 250, 500, 1000, 2000, 3500, 5000)),
 }
 RUNS = {"no_bias": None, "bias": 1.0}
+T_MIN = 32  # the in-context fits' window start: t in [T_MIN, C - P]
+TRAINED_RANGE = (0.55, 0.7)  # the paper's alpha of trained models without the bias
 
 
 class Run(TypedDict):
@@ -118,8 +121,9 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
 
 
 def in_context(out: Path, p: dict, runs: dict) -> InContext:
-    """At every measured step, inside the training context (t in [32, C - P]): the last layer's fit
-    of each run and the interval of alpha(bias) - alpha(no bias), refitted from the saved curves."""
+    """At every measured step, inside the training context (t in [T_MIN, C - P]): the last layer's fit
+    of each run and the paired interval of alpha(bias) - alpha(no bias) (both runs measure the same pairs),
+    refitted from the saved curves."""
     t_max = p["context"] - p["prompt_len"]
     rows = []
     for step in runs["bias"]["steps"]:
@@ -130,8 +134,9 @@ def in_context(out: Path, p: dict, runs: dict) -> InContext:
         (t, bias, floor_b), (_, plain, floor_p) = curves["bias"], curves["no_bias"]
         row = Step(step=int(step))
         for name, (_, l2, floor) in curves.items():
-            row[name] = nh.fit_or_refuse(t, l2, t_max=t_max, floor=floor).to_dict()
-        row["difference"] = nh.difference_or_refuse(t, bias, plain, t_max=t_max, floor_a=floor_b, floor_b=floor_p).to_dict()
+            row[name] = nh.fit_or_refuse(t, l2, t_min=T_MIN, t_max=t_max, floor=floor).to_dict()
+        row["difference"] = paired_difference_or_refuse(t, bias, plain, t_min=T_MIN, t_max=t_max, floor_a=floor_b,
+                                                        floor_b=floor_p).to_dict()
         rows.append(row)
     return InContext(t_max=t_max, steps_total=p["steps"], rows=rows)
 
@@ -170,7 +175,7 @@ EARLY_FRACTION = 0.05  # "early in training": the first 5 % of the steps
 
 
 def _bias_evidence(ic: InContext) -> dict:
-    return dict(window=[32, ic["t_max"]], steps=[r["step"] for r in ic["rows"]],
+    return dict(window=[T_MIN, ic["t_max"]], steps=[r["step"] for r in ic["rows"]],
                 **{name: alphas(criteria.read_fits([r[name] for r in ic["rows"]])) for name in ("bias", "no_bias")},
                 **{f"{name}_interval": [criteria.alpha_interval(f) for f in criteria.read_fits([r[name] for r in ic["rows"]])]
                    for name in ("bias", "no_bias")},
@@ -194,46 +199,53 @@ def _bias_last_step(run: str, accept: Callable[[PowerLawFit], bool]):
 
 
 def _stopped(row: Step) -> bool:
-    """The biased run's alpha is near 0 at this step and below the unbiased run's."""
-    diff = criteria.difference_ci(fit_from_dict(row["difference"]))
-    return criteria.near_zero(fit_from_dict(row["bias"])) and diff is not None and diff[1] < 0
+    """At this step the biased run's alpha lies inside the equivalence margin of 0 while the unbiased run's
+    lies above it (the same seed and pairs): the bias, not the model, stopped the decay."""
+    return criteria.near_zero(fit_from_dict(row["bias"])) and criteria.clearly_decays(fit_from_dict(row["no_bias"]))
+
+
+def _still_decays(row: Step, statements: int) -> bool:
+    """The biased run's alpha interval, widened for ``statements`` early steps (Bonferroni), lies above the margin."""
+    fit = fit_from_dict(row["bias"])
+    wide = isinstance(fit, PowerLawFit) and bonferroni(fit.ci, fit.dof, statements, fit.confidence)
+    return bool(wide) and wide[0] > criteria.EQUIVALENCE_MARGIN
 
 
 def _bias_stops(summary: Summary):
     ic = summary["in_context"]
     rows, evidence = ic["rows"], _bias_evidence(ic)
-    start = criteria.difference_ci(fit_from_dict(rows[0]["difference"]))
-    if rows[0]["step"] != 0 or start is None:
-        return criteria.unmeasured("alpha at initialisation was not measured in both runs", **evidence)
-    if not start[0] <= 0 <= start[1]:
-        return criteria.unmeasured(f"the bias already changes alpha at initialisation (bias minus no bias "
-                                   f"[{start[0]:+.2f}, {start[1]:+.2f}]), so a stop caused by training cannot be seen", **evidence)
     early = [r for r in rows if 0 < r["step"] <= EARLY_FRACTION * ic["steps_total"]]
     if not early:
-        return criteria.unmeasured(f"no step measured in the first {EARLY_FRACTION:.0%} of the {ic['steps_total']} steps "
-                                   f"(measured: {[r['step'] for r in rows]})", **evidence)
-    stops = [r["step"] for r in early if _stopped(r)]
-    alpha_text = {name: ", ".join(criteria.alpha_text(f) for f in criteria.read_fits([r[name] for r in early]))
-                  for name in ("bias", "no_bias")}
-    text = (f"early steps {[r['step'] for r in early]}: bias alpha {alpha_text['bias']}, "
-            f"no bias {alpha_text['no_bias']}; stopped at {stops or 'no early step'}")
-    return criteria.judged(text, None, bool(stops), **evidence)
+        return criteria.unmeasured(f"no step measured after step 0 in the first {EARLY_FRACTION:.0%} of the "
+                                   f"{ic['steps_total']} steps (measured: {[r['step'] for r in rows]})", **evidence)
+    stopped = [r["step"] for r in early if _stopped(r)]
+    decaying = [r["step"] for r in early if _still_decays(r, len(early))]
+    intervals = {name: "; ".join(f"step {r['step']}: {fit_from_dict(r[name]).brief()}" for r in early)
+                 for name in ("bias", "no_bias")}
+    text = (f"early steps, last layer: with the bias {intervals['bias']}; without {intervals['no_bias']}; stopped "
+            f"(with the bias inside +-{criteria.EQUIVALENCE_MARGIN:g}, without above it) at {stopped or 'no early step'}"
+            f"; with the bias still decaying beyond doubt at {decaying or 'no early step'}")
+    verdict = "agree" if len(stopped) == len(early) else "disagree" if decaying else NOT_MEASURED
+    return Judgement(text, None, verdict, dict(evidence, stopped=stopped, decaying=decaying))
 
 
 CLAIMS = (
-    Claim("no_bias_trained", "Without the logit bias, trained models forget (last layer, last step)", "alpha 0.55 to 0.7",
-          ("logit_bias",), "The model trained without the bias, at the last measured step, alpha on t in [32, C - P] "
-          f"inside its training context C. {criteria.RANGE_CRITERION} [0.55, 0.7]. " + criteria.TRAINED_CRITERION,
-          _bias_last_step("no_bias", lambda f: criteria.overlaps(f, 0.55, 0.7))),
+    Claim("no_bias_trained", "Without the logit bias, trained models forget (last layer, last step)",
+          "alpha {:g} to {:g}".format(*TRAINED_RANGE), ("logit_bias",),
+          f"The model trained without the bias, at the last measured step, alpha on t in [{T_MIN}, C - P] inside its "
+          f"training context C. {criteria.range_criterion(*TRAINED_RANGE)} " + criteria.TRAINED_CRITERION,
+          _bias_last_step("no_bias", lambda f: criteria.overlaps(f, *TRAINED_RANGE))),
     Claim("bias_stops_decay", "Cancelling dilution with a logit bias stops the decay early in training", "alpha ~ 0",
-          ("logit_bias",), "The same model trained with and without the bias (same seed, same pairs), alpha on t in "
-          f"[32, C - P]. Premise: at step 0 the two alphas are equal (the interval of their difference contains 0). "
-          f"Agree if at some step in the first {EARLY_FRACTION:.0%} of training the biased alpha's interval contains 0 "
-          f"or ends below {criteria.NEAR_ZERO} while the difference's interval lies below 0; disagree if no early step does; "
-          "not measured if the premise fails or no step that early was measured.", _bias_stops),
+          ("logit_bias",), "The same model trained with and without the bias (same seed, same pairs), the last layer's "
+          f"alpha on t in [{T_MIN}, C - P] at every measured step after step 0 in the first {EARLY_FRACTION:.0%} of "
+          "training, each with its 95 % t-interval over pairs. Stopped at a step: the biased alpha's interval lies inside "
+          f"the equivalence margin +-{criteria.EQUIVALENCE_MARGIN:g} while the unbiased alpha's lies above "
+          f"{criteria.EQUIVALENCE_MARGIN:g}. Agree if it is stopped at every such step; disagree if at some such step "
+          "the biased alpha's interval, widened for the number of steps (Bonferroni), lies above the margin; "
+          "otherwise not measured (also where no step that early was measured).", _bias_stops),
     Claim("bias_reverses", "With the logit bias the decay reverses later in training (offsets grow)", "alpha < 0",
-          ("logit_bias",), "The model trained with the bias, at the last measured step, alpha on t in [32, C - P]. Agree "
-          "if its interval lies entirely below 0, disagree otherwise. " + criteria.TRAINED_CRITERION,
+          ("logit_bias",), f"The model trained with the bias, at the last measured step, alpha on t in [{T_MIN}, C - P]. "
+          "Agree if its interval lies entirely below 0, disagree otherwise. " + criteria.TRAINED_CRITERION,
           _bias_last_step("bias", lambda f: criteria.alpha_interval(f) is not None and criteria.alpha_interval(f)[1] < 0)),
 )
 

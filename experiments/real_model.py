@@ -10,22 +10,28 @@ seeds, the initialisation its authors state: every weight matrix normal with std
 ``initializer_range`` of SmolLM2's published config, ``experiments.real_model_at_init``).
 
 On prompt pairs cut from held-out text (the embedded corpus, tokenized with the model's own
-tokenizer; P and T in tokens), for the trained model and every seed at init: offsets at every
+tokenizer; P and T in tokens), for the trained model and every seed at init, each seed on pairs
+of its own (one draw split across the seeds: no text is measured under two seeds): offsets at every
 layer and t, alpha per layer above the measured float32 noise floor with t-intervals over
 pairs (at init: over seeds, then pairs within them), the trained-minus-init difference of alpha
 per layer as one interval, local exponents, next-token KL; on the trained model and one init seed: the bound's
 conditions (largest attention logit B per layer, sigma_min of every norm) and the token-dynamics
-measures across depth; the linear response (the Jacobian's norm beside the finite offsets, as the
-``linear_response`` part, on the first pairs of the trained model and every seed's pairs at init); on the trained
-model the direct-read versus relay split (the second paper's comparison of the
-control threshold with real LLMs). And the question a model builder asks: two system prompts
+measures across depth (the second paper's comparison of the control threshold with real LLMs); the
+linear response (the Jacobian's norm beside the finite offsets, as the ``linear_response`` part, on
+the first pairs of the trained model and every seed's pairs at init); on the trained model the
+direct-read versus relay split, on pairs whose prompts share their first token (the attention sink,
+whose share of the attention is saved beside).
+
+Every row fitted on a window judges it on ``[fit_t_min, T]``, fixed beforehand; the same records are
+refitted on the same offsets from ``fit_t_min / 2`` and ``2 fit_t_min`` (``neighbours`` in the
+summary), where the same judges give the verdicts reported beside (``_beside_neighbours``). And the question a model builder asks: two system prompts
 (pirate against lawyer), many user messages cut from the text as continuations, the next-token
 KL against t and the prompt's half-life (``fit.kl_half_life``) with its interval over messages.
 
     python experiments/real_model.py --out results/real_model                  # quick, ~6 min on 2 cores
     python experiments/real_model.py --profile full --out results/real_model   # longer text, more pairs
 
-Writes ``trained/`` and ``init_seed<k>/`` (``offsets.npz``, ``fit.json``, ``offsets.png`` each),
+Writes ``trained/`` and ``init_seed<k>/`` (``offsets.npz``, ``fit.json``, ``offsets.png`` each; fits on the stated window),
 ``system_prompts.npz``, ``summary.json`` and the figures ``alpha_vs_layer.png``,
 ``offsets_heatmap.png``, ``kl_half_life.png``, ``conditions.png`` and ``linear_response.png``, all drawn
 from the saved files (``response.npz`` beside each ``offsets.npz``; ``trained/ratio.npz``, ``init/ratio.npz``).
@@ -35,25 +41,27 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, NotRequired, TypedDict
+from typing import Callable, NamedTuple, NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax import criteria
-from nohair_jax.claims import CHECK, Claim, Judgement, Record
+from nohair_jax.claims import CHECK, NOT_MEASURED, Claim, Judgement, Record
 from nohair_jax.bound import BoundNotApplicable, NotApplicable, constants_from_saved, explicit_bounds, measure_conditions, shape_check
 from nohair_jax.checkpoints import PACKAGED_MODELS, packaged_model_path
 from nohair_jax.tokenization import tokenize
 from nohair_jax.checkpoints.gguf_file import describe
 from nohair_jax.language import perplexity
 from nohair_jax.figures import drawn_layers, kl_panel
-from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict
+from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.experiments import (REAL_MODEL, experiment_parser, first_layers, heldout_text_tokens, parse_experiment_args,
                                     exponent_rise, real_model_at_init, real_model_available, relay_alphas,
                                     with_prompt_logit_bias)
 from nohair_jax.experiments.linear_response import ResponseRow, draw_rows, response, response_row
+from nohair_jax.experiments.sinks import shared_first_token
+from nohair_jax.jacobian import LinearResponse
 from nohair_jax.experiments.untrained_vs_relay import RiseLayer
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.layer_measures import layer_measures
@@ -73,6 +81,7 @@ PROFILES = {
                  response_pairs=16, n_random=4),
 }
 PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
+BIAS_GAMMA = 1.0  # the bias strength llm_bias_stops judges, chosen beforehand; the others are reported beside
 SYSTEM_PROMPTS = (
     "<|im_start|>system\nYou are a pirate. Answer every question the way an old sea pirate would.<|im_end|>\n",
     "<|im_start|>system\nYou are a lawyer. Answer every question the way a careful lawyer would.<|im_end|>\n",
@@ -113,11 +122,20 @@ class Dynamics(TypedDict):
     mlp_over_attn: NotRequired[list[float]]
 
 
-class Split(TypedDict):
+class SplitFits(TypedDict):
     """Fits per layer of what continuation tokens read from the prompt directly and what reaches them by relay."""
 
     direct: list[Record]
     relay: NotRequired[list[Record]]
+
+
+class Split(SplitFits):
+    """The split, measured on pairs whose prompts share their first token (``sinks.shared_first_token``), and
+    the sink's share per layer: key 0's attention from the continuation's queries (mean over heads and pairs),
+    beside what dilution gives it on the same queries."""
+
+    sink_share: list[float]
+    sink_dilution_share: float
 
 
 class Trained(TypedDict):
@@ -131,8 +149,8 @@ class Trained(TypedDict):
 
 
 class Init(TypedDict):
-    """Its config at the stated initialisation: alpha per layer pooled over ``seeds`` (intervals over seeds,
-    then pairs), the init's std, the relay model's alpha per layer, the local exponent's rise (layers 2,
+    """Its config at the stated initialisation: alpha per layer pooled over ``seeds``, each seed measured on
+    ``pairs_per_seed`` pairs of its own (intervals over seeds, then pairs), the init's std, the relay model's alpha per layer, the local exponent's rise (layers 2,
     L/2, L), and the side measures."""
 
     seeds: list[int]
@@ -170,6 +188,34 @@ class LinearResponseRows(TypedDict):
 
 class Settings(TypedDict):
     prompt_len: int
+    fit_t_min: int
+
+
+class WindowedTrained(TypedDict):
+    fits: list[Record]
+    split: SplitFits
+
+
+class WindowedInit(TypedDict):
+    fits: list[Record]
+
+
+class Windowed(TypedDict):
+    """Every record a row fitted on a window ``[t_min, T]`` judges, under the summary's keys (``_windowed``):
+    the stated window's are the summary's own, each neighbouring window's a ``Neighbour``."""
+
+    trained: WindowedTrained
+    init: WindowedInit
+    trained_minus_init: list[Record]
+    bias_at_inference: BiasAtInference
+    linear_response: LinearResponseRows
+
+
+class Neighbour(Windowed):
+    """The windowed records refitted on the same offsets with the window's start at ``t_min`` (the stated
+    ``fit_t_min`` halved or doubled): what the rows' verdicts on the neighbouring windows are judged on."""
+
+    t_min: int
 
 
 class Summary(TypedDict):
@@ -181,6 +227,7 @@ class Summary(TypedDict):
     trained_minus_init: list[Record]
     linear_response: LinearResponseRows
     bias_at_inference: BiasAtInference
+    neighbours: list[Neighbour]
     profile: NotRequired[str]
     paper: NotRequired[dict]
     model: NotRequired[dict]
@@ -206,23 +253,15 @@ def _bound(conditions, l2: np.ndarray, p: dict) -> dict:
     return dict(constants=constants, shape=[e.to_dict() for e in shape_check(t, l2, p["prompt_len"], n_boot=p["n_boot"])])
 
 
-def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l2: np.ndarray, *,
-                   split: bool = True) -> dict:
-    """Bound conditions and the bound, token-dynamics measures per layer and (``split``) direct/relay
-    fits on ``p["split_pairs"]`` pairs (a claim's interval); the rest on ``p["side_pairs"]``; ``l2`` are
-    the model's offsets already measured (for the shape test)."""
+def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l2: np.ndarray) -> dict:
+    """Bound conditions and the bound on ``p["side_pairs"]`` pairs, token-dynamics measures per layer
+    on the text ``windows``; ``l2`` are the model's offsets already measured (for the shape test)."""
     k = p["side_pairs"]
     conditions = measure_conditions(model, *(x[:k] for x in pairs))
     cond = conditions.to_dict()
     dyn = layer_measures(model, windows, tol=CLUSTER_TOL)
     median = lambda name: np.median(dyn[name], axis=-1).tolist()  # noqa: E731  over windows
-    out = {}
-    if split:
-        parts = nh.direct_relay_split(model, *(x[: p["split_pairs"]] for x in pairs))
-        out["split"] = {part: [fit.to_dict() for fit in nh.fit_layers(parts.t, getattr(parts, part), **_fits(p))]
-                        for part in ("direct", "relay")}
     return dict(
-        out,
         conditions=dict(logit_bound=cond["logit_bound"], sigma_min_attn=cond["sigma_min"][0:-1:2],
                         sigma_min_mlp=cond["sigma_min"][1::2], sqrt_eps=cond["floor"], failures=cond["failures"]),
         bound=_bound(conditions, l2, p),
@@ -246,19 +285,93 @@ def _local_exponents(pooled: nh.Pooled, prompt_len: int) -> list[dict]:
     return rows
 
 
-def _bias_at_inference(model, pairs: nh.PromptPairs, trained: nh.Measurement, p: dict, how: dict) -> dict:
+def _bias_measurements(model, pairs: nh.PromptPairs, p: dict, how: dict) -> list[tuple[float, nh.Measurement]]:
     """The trained model with the dilution-cancelling logit bias added at inference, at each of
-    ``p["bias_gammas"]``, on the first ``p["bias_pairs"]`` pairs: the last layer's fit, and its alpha
-    minus the model's own on the same pairs and a common window (one interval)."""
+    ``p["bias_gammas"]``, measured on the first ``p["bias_pairs"]`` pairs: (gamma, its measurement)."""
     sub = nh.PromptPairs(*(x[: p["bias_pairs"]] for x in pairs))
+    return [(gamma, nh.measure(with_prompt_logit_bias(model, gamma, p["prompt_len"]), sub, progress=True, **how))
+            for gamma in p["bias_gammas"]]
+
+
+def _bias_rows(bias: list[tuple[float, nh.Measurement]], trained: nh.Measurement, fits: dict) -> list[BiasRow]:
+    """Per gamma of ``bias``, the last layer's fit (``fits``: window and bootstrap) and its alpha minus the
+    model's own without the bias on the same pairs and a common window (one paired interval)."""
     t, last = trained.offsets.t, trained.offsets.l2.shape[1] - 1
     rows = []
-    for gamma in p["bias_gammas"]:
-        m = nh.measure(with_prompt_logit_bias(model, gamma, p["prompt_len"]), sub, progress=True, **how)
-        rows.append(dict(gamma=gamma, fit=m.fits[-1].to_dict(), minus_none=nh.difference_or_refuse(
-            t, m.offsets.l2[:, last], trained.offsets.l2[: p["bias_pairs"], last], t_min=p["fit_t_min"],
-            floor_a=m.floor[last], floor_b=trained.floor[last], n_boot=p["n_boot"]).to_dict()))
-    return dict(pairs=p["bias_pairs"], rows=rows)
+    for gamma, m in bias:
+        ours = m.offsets.l2[:, last]
+        without = trained.offsets.l2[: ours.shape[0], last]  # the bias was measured on the first pairs
+        rows.append(BiasRow(gamma=gamma, fit=nh.fit_or_refuse(t, ours, floor=m.floor[last], **fits).to_dict(),
+                            minus_none=paired_difference_or_refuse(t, ours, without, floor_a=m.floor[last],
+                                                                   floor_b=trained.floor[last], **fits).to_dict()))
+    return rows
+
+
+def _init_pair_sets(text: np.ndarray, start: np.ndarray, p: dict) -> list[nh.PromptPairs]:
+    """Each init seed's own ``p["init_pairs"]`` prompt pairs: one draw of that many per seed (pair seed 2,
+    apart from the trained model's 1) split across the seeds in order, so that no text is measured under
+    two seeds and the seeds' pairs add up to one sample of distinct cuts."""
+    n, seeds = p["init_pairs"], len(p["init_seeds"])
+    drawn = nh.text_prompt_pairs(text, 2, n * seeds, p["prompt_len"], p["length"], start=start)
+    return [nh.PromptPairs(*(x[k * n: (k + 1) * n] for x in drawn)) for k in range(seeds)]
+
+
+def _split(model, pairs: nh.PromptPairs, p: dict) -> tuple[nh.PathSplit, dict]:
+    """The direct/relay split on the first ``p["split_pairs"]`` pairs with a shared first token
+    (``sinks.shared_first_token``: the attention sink is no part of the prompts' difference), and the
+    sink's share per layer on the same sequences (prompt a, then the continuation): key 0's attention
+    from the continuation's queries, mean over heads and pairs, beside dilution's on those queries."""
+    a, b, c = shared_first_token(nh.PromptPairs(*(x[: p["split_pairs"]] for x in pairs)))
+    sequences = np.concatenate([a, c], axis=1)
+    # One sequence at a time: the attention maps of every head at T 4096 (the full profile) are large.
+    share = np.mean([nh.sink_attention(model, row[None], from_query=p["prompt_len"]).mean(axis=1)
+                     for row in sequences], axis=0)
+    return nh.direct_relay_split(model, a, b, c), dict(
+        sink_share=share.tolist(), sink_dilution_share=nh.dilution_share(sequences.shape[1], from_query=p["prompt_len"]))
+
+
+class _Measured(NamedTuple):
+    """What the windowed records are fitted from: the trained model's measurement, the init seeds' pooled,
+    the split, the bias measurements and the linear responses, each on its own pairs."""
+
+    trained: nh.Measurement
+    init: nh.Pooled
+    split: nh.PathSplit
+    bias: list[tuple[float, nh.Measurement]]
+    trained_response: LinearResponse
+    init_responses: list[LinearResponse]
+
+
+def _windowed(m: _Measured, t_min: int, p: dict, out: Path) -> Windowed:
+    """Every record the windowed rows judge, fitted on the window from ``t_min`` with the same code
+    whatever ``t_min`` is: the stated ``fit_t_min``'s become the summary's, its neighbours' are judged beside."""
+    fits = dict(t_min=t_min, n_boot=p["n_boot"])
+    t, l2, floor = m.trained.offsets.t, m.trained.offsets.l2, m.trained.floor
+    init, k = m.init, p["response_pairs"]
+    difference = [  # trained minus init, per layer, on a common window: two sets of pairs, unpaired
+        nh.difference_or_refuse(t, l2[:, layer], init.l2[:, layer], floor_a=floor[layer], floor_b=init.floor[layer],
+                                groups_b=init.groups, **fits).to_dict()
+        for layer in range(1, l2.shape[1])]
+    # response_row rewrites the folders' ratio.npz at every window alike (the ratio has no window).
+    response = LinearResponseRows(
+        trained=response_row(t, l2[:k], floor, None, [m.trained_response], fits, out / "trained"),
+        init=dict(seeds=list(p["init_seeds"]), **response_row(t, init.l2, init.floor, init.groups, m.init_responses,
+                                                             fits, out / "init")))
+    return Windowed(
+        trained=WindowedTrained(fits=[f.to_dict() for f in nh.fit_layers(t, l2, floor, **fits)], split=SplitFits(
+            **{part: [f.to_dict() for f in nh.fit_layers(m.split.t, getattr(m.split, part), **fits)]
+               for part in ("direct", "relay")})),
+        init=WindowedInit(fits=[f.to_dict() for f in nh.fit_layers(t, init.l2, init.floor, groups=init.groups, **fits)]),
+        trained_minus_init=difference, linear_response=response,
+        bias_at_inference=BiasAtInference(pairs=p["bias_pairs"], rows=_bias_rows(m.bias, m.trained, fits)))
+
+
+def _merged(base: dict, records: dict) -> dict:
+    """``base`` with ``records`` in place: mappings merged key by key, anything else (lists of records)
+    replaced whole. Builds the summary from the stated window's records, and the summary a neighbouring
+    window's verdict is judged on from a ``Neighbour``'s."""
+    return {**base, **{key: _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict)
+                       else value for key, value in records.items()}}
 
 
 def _system_prompts(model, tokenizer, text: np.ndarray, p: dict, out: Path) -> dict:
@@ -285,7 +398,8 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     model = first_layers(model, p["first_layers"])
     cfg = model.config
     text = heldout_text_tokens(tokenizer)
-    pairs = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"], start=nh.sequence_start(tokenizer))
+    begin = nh.sequence_start(tokenizer)
+    pairs = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"], start=begin)
     windows = nh.text_prompt_pairs(text, 3, p["dynamics_windows"], 1, p["dynamics_len"]).continuations
 
     meta = dict(checkpoint=CHECKPOINT, text="held-out part of the embedded stdlib corpus, model tokenizer")
@@ -296,47 +410,38 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     k = p["response_pairs"]
     trained_response = response(model, nh.PromptPairs(*(x[:k] for x in pairs)), p["n_random"], out / "trained")
     inits, measured, init_responses, init0 = [], [], [], None
-    for seed in p["init_seeds"]:
+    init_pairs = _init_pair_sets(text, begin, p)
+    for seed, own in zip(p["init_seeds"], init_pairs):
         init = real_model_at_init(cfg, seed)
         if init0 is None:
             init0 = init  # the first seed's model: the side measures run on it
-        sub = nh.PromptPairs(*(x[: p["init_pairs"]] for x in pairs))
-        m = nh.measure(init, sub, progress=True, **how)
+        m = nh.measure(init, own, progress=True, **how)
         inits.append(dict(seed=seed, fits=m.save(out / f"init_seed{seed}", meta=dict(meta, init_seed=seed))["fits"]))
-        init_responses.append(response(init, sub, p["n_random"], out / f"init_seed{seed}"))
+        init_responses.append(response(init, own, p["n_random"], out / f"init_seed{seed}"))
         measured.append(m)
     pooled = nh.pool(measured, **_fits(p))  # every seed's pairs; intervals resample seeds, then pairs within them
-    t, init_floor = pooled.t, pooled.floor
-    init_fits = [fit.to_dict() for fit in pooled.fits]
-    trained_l2, trained_floor = trained.offsets.l2, trained.floor
-    difference = [  # trained minus init, per layer, on a common window
-        nh.difference_or_refuse(t, trained_l2[:, layer], pooled.l2[:, layer], t_min=p["fit_t_min"],
-                                floor_a=trained_floor[layer], floor_b=init_floor[layer], groups_b=pooled.groups,
-                                n_boot=p["n_boot"]).to_dict()
-        for layer in range(1, cfg.n_layers + 1)]
+    split, sink = _split(model, pairs, p)
+    data = _Measured(trained, pooled, split, _bias_measurements(model, pairs, p, how), trained_response, init_responses)
 
-    summary = Summary(
+    base = dict(
         profile=profile, settings=p, paper=PAPER, model=cfg.to_dict(), checkpoint=dict(
             describe(packaged_model_path(CHECKPOINT)), short_name=CHECKPOINT, about=PACKAGED_MODELS[CHECKPOINT].about),
         text=dict(source=meta["text"], tokens=int(text.size), prompt_len=p["prompt_len"], length=p["length"],
                   perplexity_trained=perplexity(model, pairs.continuations[:2]),
                   perplexity_init=perplexity(init0, pairs.continuations[:2])),
-        trained=dict(fits=[fit.to_dict() for fit in trained.fits], **_side_measures(model, pairs, windows, p, trained_l2)),
-        init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], fits=init_fits, per_seed=inits,
+        trained=dict(split=sink, **_side_measures(model, pairs, windows, p, trained.offsets.l2)),
+        init=dict(seeds=list(p["init_seeds"]), pairs_per_seed=p["init_pairs"], per_seed=inits,
                   init_std=init0.config.init_std, init_source=PACKAGED_MODELS[CHECKPOINT].initialisation[1],
                   relay_alpha=relay_alphas(p["prompt_len"], p["length"], pooled.fits, p["fit_t_min"]),
                   local_exponent=_local_exponents(pooled, p["prompt_len"]),
                   interval="t-interval, standard error from a bootstrap over seeds, then pairs within them",
-                  **_side_measures(init0, pairs, windows, p, measured[0].offsets.l2, split=False)),  # the split: trained only
-        trained_minus_init=difference,
-        # The Jacobian beside the finite offsets (the linear response part's comparison) on the same pairs.
-        linear_response=LinearResponseRows(
-            trained=response_row(t, trained_l2[:k], trained_floor, None, [trained_response], _fits(p), out / "trained"),
-            init=dict(seeds=list(p["init_seeds"]), **response_row(t, pooled.l2, init_floor, pooled.groups,
-                                                                 init_responses, _fits(p), out / "init"))),
-        bias_at_inference=_bias_at_inference(model, pairs, trained, p, how),
+                  **_side_measures(init0, init_pairs[0], windows, p, measured[0].offsets.l2)),  # the split: trained only
         system_prompts=_system_prompts(model, tokenizer, text, p, out),
     )
+    # The window is fixed beforehand (fit_t_min); its start halved and doubled gives the neighbouring windows,
+    # refitted on the same offsets, on which the windowed rows' verdicts are reported beside.
+    summary = Summary(_merged(base, _windowed(data, p["fit_t_min"], p, out)), neighbours=[
+        Neighbour(t_min=t_min, **_windowed(data, t_min, p, out)) for t_min in (p["fit_t_min"] // 2, 2 * p["fit_t_min"])])
     summary["wall_s"] = time.perf_counter() - start
     save_json(out / "summary.json", summary)
     draw(out)
@@ -461,7 +566,7 @@ def _llm_alpha(key: str, lo: float, hi: float):
         init = rm["init"]
         who = ("SmolLM2-135M-Instruct (Q4_1)" if key == "trained"
                else f"its config at init (std {init['init_std']:.3g}), seeds {init['seeds']}, "
-                    f"{init['pairs_per_seed']} pairs each")
+                    f"{init['pairs_per_seed']} pairs each, its own")
         relay = init["relay_alpha"] if key == "init" else None
         text = (f"{fit.alpha:.2f} (last of {len(fits)} layers, t in {list(fit.t_range)}, {who}); "
                 f"layers: median {np.median(fitted):.2f}, range {min(fitted):.2f} to {max(fitted):.2f}"
@@ -531,31 +636,49 @@ def _llm_threshold(summary: Summary):
     return criteria.judged(text, None, bool(contracts), **evidence)
 
 
+def _at_least(measured: str, interval, margin: float, **evidence) -> Judgement:
+    """A bound, "decays at least as fast", by a one-sided non-inferiority test on the ``interval`` of alpha
+    minus the bound's alpha: agree when it lies above ``-margin``, disagree when it lies wholly below it,
+    otherwise not measured (the data cannot tell)."""
+    lo, hi = interval
+    evidence = dict(evidence, margin=margin)
+    if lo > -margin:
+        return Judgement(measured + f"; above -{margin:g}: at least as fast", interval, "agree", evidence)
+    if hi < -margin:
+        return Judgement(measured + f"; wholly below -{margin:g}: slower", interval, "disagree", evidence)
+    return Judgement(measured + f"; the interval reaches below -{margin:g} and above it: too wide to tell",
+                     interval, NOT_MEASURED, evidence)
+
+
 def _llm_direct(summary: Summary):
-    rm = summary
-    fit = criteria.read_fits(rm["trained"]["split"]["direct"])[-1]
+    split = summary["trained"]["split"]
+    fits = criteria.read_fits(split["direct"])
+    fit = fits[-1]
     if not isinstance(fit, PowerLawFit) or fit.ci is None:
         return criteria.unmeasured("the last layer's direct read could not be fitted with an interval")
-    reference = criteria.dilution_alpha(rm["settings"]["prompt_len"], fit.t_range)
-    fitted = [a for a in alphas(criteria.read_fits(rm["trained"]["split"]["direct"])) if a is not None]
-    text = (f"SmolLM2-135M-Instruct, last layer: direct-read alpha {fit.brief()} on t in {list(fit.t_range)} against "
-            f"{reference:.2f} for P / (P + t) on the same window (all layers {min(fitted):.2f} to {max(fitted):.2f})")
+    reference = criteria.dilution_alpha(summary["settings"]["prompt_len"], fit.t_range)
+    fitted = [a for a in alphas(fits) if a is not None]
     difference = [round(fit.ci[0] - reference, 3), round(fit.ci[1] - reference, 3)]
-    return criteria.equivalence(text + f"; difference {fit.alpha - reference:+.2f} [{difference[0]:+.2f}, {difference[1]:+.2f}]",
-                                difference, direct_alpha=alphas(criteria.read_fits(rm["trained"]["split"]["direct"])),
-                                dilution_alpha=reference)
+    text = (f"SmolLM2-135M-Instruct, last layer, prompts sharing their first token (the sink: key 0 takes "
+            f"{split['sink_share'][-1]:.3f} of the last layer's attention from the continuation, "
+            f"{split['sink_dilution_share']:.3f} under dilution): direct-read alpha {fit.brief()} on t in "
+            f"{list(fit.t_range)} against {reference:.2f} for P / (P + t) on the same window (all layers "
+            f"{min(fitted):.2f} to {max(fitted):.2f}); difference {fit.alpha - reference:+.2f} "
+            f"[{difference[0]:+.2f}, {difference[1]:+.2f}]")
+    return _at_least(text, difference, criteria.EQUIVALENCE_MARGIN, direct_alpha=alphas(fits), dilution_alpha=reference,
+                     sink_share=split["sink_share"], sink_dilution_share=split["sink_dilution_share"])
 
 
 def _llm_bias_stops(summary: Summary):
     saved = summary["bias_at_inference"]
-    rows = [r for r in saved["rows"] if r["gamma"] == 1.0]
+    rows = [r for r in saved["rows"] if r["gamma"] == BIAS_GAMMA]
     if not rows:
-        return criteria.unmeasured("the bias at gamma = 1 was not measured")
+        return criteria.unmeasured(f"the bias at gamma = {BIAS_GAMMA:g} was not measured")
     fits = {r["gamma"]: fit_from_dict(r["fit"]) for r in saved["rows"]}
     diffs = {r["gamma"]: fit_from_dict(r["minus_none"]) for r in saved["rows"]}
-    fit = fits[1.0]
+    fit = fits[BIAS_GAMMA]
     if not isinstance(fit, PowerLawFit) or fit.ci is None:
-        return criteria.unmeasured("the last layer could not be fitted with an interval at gamma = 1")
+        return criteria.unmeasured(f"the last layer could not be fitted with an interval at gamma = {BIAS_GAMMA:g}")
     text = (f"SmolLM2-135M-Instruct with the bias at inference, {saved['pairs']} pairs, last layer: alpha "
             + "; ".join(f"gamma {g:g}: {f.brief()} (minus without the bias {diffs[g].brief()})" for g, f in fits.items()))
     return criteria.equivalence(text, criteria.alpha_interval(fit), alpha=alphas(list(fits.values())), gammas=list(fits),
@@ -569,7 +692,34 @@ def _llm_exponent_rise(summary: Summary):
                                     + judged.measured)
 
 
+def _beside_neighbours(judge: Callable[[Summary], Judgement]) -> Callable[[Summary], Judgement]:
+    """``judge`` on the stated window, with its verdicts on the neighbouring windows beside: the same judge
+    on the summary with each ``Neighbour``'s records in place. A verdict that differs there marks the row
+    "window-sensitive" in its text and evidence; the verdict stays the stated window's."""
+    def judged(summary: Summary) -> Judgement:
+        stated = judge(summary)
+        beside = [(n["t_min"], judge(_merged(summary, {k: v for k, v in n.items() if k != "t_min"})))
+                  for n in summary["neighbours"]]
+        sensitive = any(j.verdict != stated.verdict for _, j in beside)
+        text = "; ".join(f"[{t_min}, T] {j.verdict}" + ("" if j.interval is None else
+                                                        f" [{j.interval[0]:.2f}, {j.interval[1]:.2f}]")
+                         for t_min, j in beside)
+        return stated._replace(
+            measured=f"{stated.measured}. Neighbouring windows: {text}"
+                     + ("; window-sensitive: the verdict differs there" if sensitive else "; the same verdict"),
+            evidence=dict(stated.evidence, window_t_min=summary["settings"]["fit_t_min"], window_sensitive=sensitive,
+                          neighbours=[dict(t_min=t_min, verdict=j.verdict, interval=j.interval, measured=j.measured)
+                                      for t_min, j in beside]))
+    return judged
+
+
 RELATED = "related work (Jacobian token influence in Pythia and Qwen2.5)"
+# What every windowed row states of its window (the part fits the neighbours: ``run``, ``_windowed``).
+NEIGHBOURS_CRITERION = ("The window is fixed before the data; beside the verdict, the same judge's verdicts on the "
+                        "neighbouring windows [16, T] and [64, T] (its start halved and doubled, refitted on the same "
+                        "offsets) are reported, and a row whose verdict differs on either says \"window-sensitive\" "
+                        "(its verdict stays the one on [32, T]).")
+RELATED_RANGE = (0.7, 0.9)  # related work's alpha of the Jacobian's token influence in trained language models
 _ROW_NAMES = {"trained": "SmolLM2", "init": "SmolLM2's config at init"}
 
 
@@ -618,49 +768,58 @@ def _jacobian_no_decay(row: str):
 
 CLAIMS = (
     Claim("llm_trained_alpha", "A trained language model forgets fast (SmolLM2-135M-Instruct, last layer)",
-          "alpha 0.55 to 0.7", ("real_model",),
+          "alpha {:g} to {:g}".format(*PAPER["trained"]), ("real_model",),
           f"Offsets of SmolLM2-135M-Instruct on held-out text pairs; {criteria.WINDOW_CRITERION}. "
-          f"{criteria.RANGE_CRITERION} [0.55, 0.7].",
-          _llm_alpha("trained", 0.55, 0.7)),
+          f"{criteria.range_criterion(*PAPER['trained'])} {NEIGHBOURS_CRITERION}",
+          _beside_neighbours(_llm_alpha("trained", *PAPER["trained"]))),
     Claim("llm_untrained_alpha", "The same architecture at initialisation forgets slowly (SmolLM2's config, last layer)",
-          "alpha 0.2 to 0.5", ("real_model",),
+          "alpha {:g} to {:g}".format(*PAPER["untrained"]), ("real_model",),
           "Offsets of fresh parameters of SmolLM2's exact config with the initialisation its authors state (every weight "
-          "matrix N(0, 1/24), the initializer_range of its published config.json), 3 seeds (the interval resamples "
-          f"seeds, then pairs within them, 2 degrees of freedom); {criteria.WINDOW_CRITERION}. "
-          f"{criteria.RANGE_CRITERION} [0.2, 0.5]. The solvable relay "
-          "model's alpha at the same depth and windows is reported beside: the paper's range is what is judged, not "
-          "the theory's prediction.", _llm_alpha("init", 0.2, 0.5)),
+          "matrix N(0, 1/24), the initializer_range of its published config.json), 3 seeds, each on held-out text "
+          "pairs of its own (no text is measured under two seeds; the interval resamples seeds, then pairs within "
+          f"them, 2 degrees of freedom); {criteria.WINDOW_CRITERION}. {criteria.range_criterion(*PAPER['untrained'])} "
+          "The solvable relay model's alpha at the same depth and windows is reported beside: the paper's range is "
+          f"what is judged, not the theory's prediction. {NEIGHBOURS_CRITERION}",
+          _beside_neighbours(_llm_alpha("init", *PAPER["untrained"]))),
     Claim("llm_trained_faster", "The trained language model forgets faster than its initialisation "
           "(every layer, interval of the difference above 0)", "alpha trained > untrained", ("real_model",),
-          "Per layer, alpha of the trained model minus alpha at init, fitted on one common window, with one bootstrap "
-          "interval of the difference (trained pairs and init seeds-then-pairs resampled independently). Agree if the "
-          "interval lies above 0 in every layer; disagree if it reaches 0 or below in any layer; not measured if some "
-          "layer's difference cannot be fitted.", _llm_faster),
+          "Per layer, alpha of the trained model minus alpha at init, fitted on one common window, t in [32, T] (ended "
+          "at the earlier of the two noise floors), with one t-interval of the difference whose sides are resampled "
+          "independently (trained pairs; init seeds, then pairs), Welch-Satterthwaite degrees of freedom: the two are "
+          "not one set of pairs (each init seed is measured on pairs of its own), so no pairing exists. "
+          f"{criteria.ABOVE_ZERO_CRITERION} {NEIGHBOURS_CRITERION}", _beside_neighbours(_llm_faster)),
     Claim("llm_bound_conditions", "The bound's conditions hold on a trained language model: bounded logits, "
           "pre-norm activations away from zero (finite on any finite run: a check)", "B finite, sigma_min > 0", ("real_model",),
           "On the trained model and a few held-out pairs (both runs): the largest |q.k| / sqrt(d_head) per layer must "
           "be finite and the smallest input scale of every block norm above sqrt(eps) (below it the norm no longer "
           "normalises). Fail if either fails in any layer.", _llm_conditions, CHECK),
     Claim("llm_direct_dilution", "The prompt's direct influence is diluted as the context grows (SmolLM2-135M-Instruct, "
-          "last layer)", "alpha = 1 for P/(P+t)", ("real_model",),
+          "last layer)", "bounded by the dilution share P/(P+t)", ("real_model",),
           "The trained model's offsets split into what continuation tokens read from the prompt directly and what "
-          "reaches them by relay; the last layer's direct-read alpha (95 % t-interval over pairs) against the alpha of "
-          f"P / (P + t) fitted on the same window. Equivalence, margin {criteria.EQUIVALENCE_MARGIN}: agree if the interval of "
-          "the difference lies inside it, disagree if it lies wholly outside, otherwise not measured.", _llm_direct),
+          "reaches them by relay, on held-out text pairs whose prompt b begins with prompt a's first token (a shared "
+          "first token: the attention sink is no part of the prompts' difference; key 0's attention share is reported "
+          "beside, with dilution's); the last layer's direct-read alpha (95 % t-interval over pairs) on t in [32, T] "
+          "minus the alpha of P / (P + t) fitted on the same window. A bound, so one-sided (non-inferiority), margin "
+          f"{criteria.EQUIVALENCE_MARGIN}: agree if the interval of the difference lies above -{criteria.EQUIVALENCE_MARGIN} "
+          "(the direct read decays at least as fast as the dilution share), disagree if it lies wholly below "
+          f"-{criteria.EQUIVALENCE_MARGIN}, otherwise (or if the last layer cannot be fitted) not measured. "
+          f"{NEIGHBOURS_CRITERION}", _beside_neighbours(_llm_direct)),
     Claim("llm_relay_only_logs", "Relay can only add logarithmic factors, on a trained language model: its offsets "
           "decay at least like the relay shape", "slope of offset / shape <= 0", ("real_model",),
           "Per layer of the trained model, the log-log slope of its offsets divided by the relay model's delta_l "
-          "(same P, T and depth) over t in [T/16, T], with a t-interval over pairs. Agree if every layer's "
-          "interval reaches 0 or below; disagree if any layer's lies above 0. The explicit bound's constants C_l "
-          "from the measured conditions are reported beside.", _llm_relay_logs),
-    Claim("llm_bias_stops", "(This project) The dilution-cancelling logit bias added at inference (gamma = 1) stops "
+          f"(same P, T and depth) over t in [T/16, T], with a t-interval over pairs. Agree if {criteria.SHAPE_AGREE}; "
+          f"disagree if {criteria.SHAPE_DISAGREE}; otherwise not measured. The explicit bound's constants C_l from the "
+          "measured conditions are reported beside.", _llm_relay_logs),
+    Claim("llm_bias_stops", "(This project) The dilution-cancelling logit bias added at inference "
+          f"(gamma = {BIAS_GAMMA:g}) stops "
           "SmolLM2-135M-Instruct's forgetting (last layer): a real-model test of \"dilution is necessary\", whose "
           "paper statement is about training", criteria.OWN, ("real_model",),
           "The trained model's own parameters with gamma log(i / P) added to every attention logit on the prompt keys, "
-          "at each gamma measured, on the first pairs of its held-out text pairs; the last layer's alpha at gamma = 1 "
-          f"(chosen beforehand), 95 % t-interval over pairs. Equivalence with 0, margin {criteria.EQUIVALENCE_MARGIN}: agree if "
-          "the interval lies inside it (the forgetting stops), disagree if wholly outside, otherwise not measured. "
-          "Each gamma's difference from the model without the bias is reported beside.", _llm_bias_stops),
+          "at each gamma measured, on the first pairs of its held-out text pairs; the last layer's alpha at gamma = "
+          f"{BIAS_GAMMA:g} (chosen beforehand) on t in [32, T], 95 % t-interval over pairs. Equivalence with 0, margin "
+          f"{criteria.EQUIVALENCE_MARGIN}: agree if the interval lies inside it (the forgetting stops), disagree if "
+          "wholly outside, otherwise not measured. Each gamma's difference from the model without the bias on the same "
+          f"pairs (paired) is reported beside. {NEIGHBOURS_CRITERION}", _beside_neighbours(_llm_bias_stops)),
     Claim("ff_threshold_llm", "The control threshold compared with a real language model across depth (layers whose "
           "MLP-to-attention gain exceeds 1 contract the tokens)", "compared with real LLMs", ("real_model",),
           "Per layer of the trained model, the gain analogue |MLP output| / (bound on any attention output) and the "
@@ -674,23 +833,27 @@ CLAIMS = (
     Claim("jacobian_is_finite", "(This project) The prompt's linear response (the Jacobian's norm) decays with the "
           "finite offsets' exponent (SmolLM2-135M-Instruct, last layer)", criteria.OWN, ("real_model",),
           "On the same held-out text pairs: alpha of the Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) "
-          "minus alpha of the finite offsets, fitted on one common window above the finite offsets' noise floor, one "
-          f"t-interval (both sides resampled independently). Equivalence, margin {criteria.EQUIVALENCE_MARGIN}: agree if the "
+          "minus alpha of the finite offsets, fitted on one common window, t in [32, T] ended by the finite offsets' "
+          f"noise floor, {criteria.PAIRED_CRITERION}. Equivalence, margin {criteria.EQUIVALENCE_MARGIN}: agree if the "
           "interval lies inside it, disagree if wholly outside, otherwise (or if the difference is refused) not "
-          "measured.", _jacobian_is_finite),
+          f"measured. {NEIGHBOURS_CRITERION}", _beside_neighbours(_jacobian_is_finite)),
     Claim("jacobian_trained_range", "(Related work) The Jacobian's token influence in trained language models decays "
-          "as t^-alpha with alpha about 0.7 to 0.9 (SmolLM2-135M-Instruct, last layer)", f"{RELATED}: alpha 0.7 to 0.9",
+          "as t^-alpha with alpha about {:g} to {:g} (SmolLM2-135M-Instruct, last layer)".format(*RELATED_RANGE),
+          "{}: alpha {:g} to {:g}".format(RELATED, *RELATED_RANGE),
           ("real_model",),
           "The Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) on held-out text pairs, fitted on t in [32, T] "
           "(no noise floor: a tangent is not a difference of nearly equal states). Agree if its 95 % interval over pairs "
-          "overlaps [0.7, 0.9], disagree if it lies entirely outside; not measured if it cannot be fitted.",
-          _jacobian_alpha("trained", lambda fit: criteria.overlaps(fit, 0.7, 0.9), related_range=[0.7, 0.9])),
+          "overlaps [{:g}, {:g}], disagree if it lies entirely outside; not measured if it cannot be "
+          "fitted. ".format(*RELATED_RANGE) + NEIGHBOURS_CRITERION,
+          _beside_neighbours(_jacobian_alpha("trained", lambda fit: criteria.overlaps(fit, *RELATED_RANGE),
+                                             related_range=list(RELATED_RANGE)))),
     Claim("jacobian_absent_at_init", "(Related work) At random initialisation the Jacobian's token influence does not "
           "decay (SmolLM2's config, last layer)", f"{RELATED}: no decay at random init", ("real_model",),
-          "The same Jacobian norm on fresh parameters of SmolLM2's config, several seeds (interval over seeds, then "
-          f"pairs). Equivalence with no decay, margin {criteria.EQUIVALENCE_MARGIN}: agree if alpha's interval lies inside "
-          "it, disagree if wholly outside, otherwise (or if it cannot be fitted) not measured.",
-          _jacobian_no_decay("init")),
+          "The same Jacobian norm on fresh parameters of SmolLM2's config, several seeds, each on pairs of its own "
+          "(interval over seeds, then pairs), fitted on t in [32, T]. Equivalence with no decay, margin "
+          f"{criteria.EQUIVALENCE_MARGIN}: agree if alpha's interval lies inside it, disagree if wholly outside, "
+          f"otherwise (or if it cannot be fitted) not measured. {NEIGHBOURS_CRITERION}",
+          _beside_neighbours(_jacobian_no_decay("init"))),
 )
 
 

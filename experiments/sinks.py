@@ -9,7 +9,8 @@ the first key's share against the query position, beside dilution's ``1 / (i + 1
 bound's largest logit B per layer beside it (the bound admits a sink only through its factor
 ``e^(2B)``). Then the prompt pairs of the real model, measured twice: as cut (different first
 tokens) and with prompt b's first token set to a's (a shared sink): offsets and alpha per layer
-of both, and per layer alpha(shared) minus alpha(different) on a common window, one interval.
+of both, and per layer alpha(shared) minus alpha(different) on a common window, one paired interval
+(the same pairs measured both ways: ``fit.paired_alpha_difference``).
 
     python experiments/sinks.py --out results/sinks            # quick, about 90 s on 2 cores
     python experiments/sinks.py --profile full --out results/sinks
@@ -35,7 +36,7 @@ from nohair_jax.claims import Claim, Record
 from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_at_init,
                                     real_model_available, script_main)
 from nohair_jax.figures import drawn_layers, layer_colors
-from nohair_jax.fit import AlphaDifference
+from nohair_jax.fit import AlphaDifference, paired_difference_or_refuse
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.sinks import dilution_share, key_attention, sink_attention
 
@@ -73,6 +74,16 @@ def _other_sinks(keys: np.ndarray, windows: np.ndarray, tokenizer, dilution: flo
                                                  count=int(counts[k])) for k in top])
 
 
+def shared_first_token(pairs: nh.PromptPairs) -> nh.PromptPairs:
+    """``pairs`` with each prompt b's first token set to its prompt a's: the first key, SmolLM2's attention
+    sink, is then the same token in both runs (and, causal, the same hidden state at every layer), so it is
+    no part of the prompts' difference. A copy; ``pairs`` is left as it is."""
+    a, b, c = pairs
+    shared = b.copy()
+    shared[:, 0] = a[:, 0]
+    return nh.PromptPairs(a, shared, c)
+
+
 class Shares(TypedDict):
     """Key 0's attention share per layer (mean over heads and queries, and the largest; the first keys' mean)."""
 
@@ -98,7 +109,7 @@ class Windows(TypedDict):
 
 class Summary(TypedDict):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``):
-    ``shared_minus_different`` is one ``AlphaDifference`` (or ``FitRefused``) record per layer."""
+    ``shared_minus_different`` is one paired ``AlphaDifference`` (or ``FitRefused``) record per layer."""
 
     windows: Windows
     share: PerModel
@@ -127,19 +138,17 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     dilution = dilution_share(p["window_len"])
     others = {when: _other_sinks(d["keys"], windows, tokenizer, dilution) for when, d in shares.items()}
 
-    a, b, c = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"])
-    b_shared = b.copy()
-    b_shared[:, 0] = a[:, 0]
+    pairs = nh.text_prompt_pairs(text, 1, p["n_pairs"], p["prompt_len"], p["length"])
+    a, b, c = pairs
     fits = dict(t_min=p["t_min"], n_boot=p["n_boot"])
     runs = {}
-    for name, prompts_b in (("different_first", b), ("shared_first", b_shared)):
-        runs[name] = nh.measure(model, nh.PromptPairs(a, prompts_b, c), floor_pairs=1, kl_positions="log",
-                                fit_kwargs=fits, progress=True)
+    for name, measured in (("different_first", pairs), ("shared_first", shared_first_token(pairs))):
+        runs[name] = nh.measure(model, measured, floor_pairs=1, kl_positions="log", fit_kwargs=fits, progress=True)
         runs[name].save(out / name, meta=dict(experiment="sinks", first_token=name), figure=False)  # sinks.png draws both
     t, (same, diff) = runs["shared_first"].offsets.t, (runs[k] for k in ("shared_first", "different_first"))
-    shared_minus_different = [
-        nh.difference_or_refuse(t, same.offsets.l2[:, layer], diff.offsets.l2[:, layer], floor_a=same.floor[layer],
-                                floor_b=diff.floor[layer], **fits).to_dict()
+    shared_minus_different = [  # the same pairs (a, c) both ways, in order: a paired interval
+        paired_difference_or_refuse(t, same.offsets.l2[:, layer], diff.offsets.l2[:, layer], floor_a=same.floor[layer],
+                                    floor_b=diff.floor[layer], **fits).to_dict()
         for layer in range(1, model.config.n_layers + 1)]
     conditions = measure_conditions(model, a[:1], b[:1], c[:1]).to_dict()
 
@@ -263,9 +272,9 @@ CLAIMS = (
     Claim("sink_shared_first_token", "(This project) A shared first token (the sink) does not change how fast the "
           "prompt is forgotten (SmolLM2-135M-Instruct, last layer)", criteria.OWN, ("sinks",),
           "The real model's held-out text pairs measured as cut and with prompt b's first token set to prompt a's: the "
-          "last layer's alpha(shared) minus alpha(different) on a common window above both noise floors, one interval. "
-          f"Equivalence, margin {criteria.EQUIVALENCE_MARGIN}: agree if the interval lies inside it, disagree if wholly "
-          "outside, otherwise (or if the difference is refused) not measured.", _sink_shared),
+          "last layer's alpha(shared) minus alpha(different) on a common window above both noise floors, "
+          f"{criteria.PAIRED_CRITERION}. Equivalence, margin {criteria.EQUIVALENCE_MARGIN}: agree if the interval lies "
+          "inside it, disagree if wholly outside, otherwise (or if the difference is refused) not measured.", _sink_shared),
 )
 
 

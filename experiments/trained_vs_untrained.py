@@ -33,7 +33,7 @@ import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.bound import BoundRow, NotApplicable, check_bound, check_row, explicit_from_saved
 from nohair_jax.config import default_config
-from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict
+from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, Record, part_claims_text
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_figure, save_json
@@ -45,7 +45,8 @@ PROFILES = {
     "full": dict(seeds=(0, 1, 2), d_model=256, depth=6, steps=5000, batch_size=32, context=512, prompt_len=16, length=8192,
                  n_pairs=64),
 }
-PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
+TRAINED_RANGE = (0.55, 0.7)  # the paper's alpha of trained models
+PAPER = dict(trained=TRAINED_RANGE, untrained=(0.2, 0.5))
 
 
 class Run(TypedDict):
@@ -121,11 +122,13 @@ def run(
 
 
 def _differences(trained, untrained, p: dict) -> list[dict]:
-    """Per layer, alpha after training minus alpha at initialisation inside the training context,
-    one interval on the difference (``fit.difference_or_refuse``): a FitRefused's dict where refused."""
+    """Per layer, alpha after training minus alpha at initialisation inside the training context, one
+    paired interval on the difference (both are measured on the same pairs, in order:
+    ``fit.paired_difference_or_refuse``): a FitRefused's dict where refused."""
     (t, l2_trained, floor_trained), (_, l2_untrained, floor_untrained) = trained, untrained
-    return [nh.difference_or_refuse(t, l2_trained[:, layer], l2_untrained[:, layer], t_max=p["context"] - p["prompt_len"],
-                                    floor_a=floor_trained[layer], floor_b=floor_untrained[layer]).to_dict()
+    return [paired_difference_or_refuse(t, l2_trained[:, layer], l2_untrained[:, layer],
+                                        t_max=p["context"] - p["prompt_len"], floor_a=floor_trained[layer],
+                                        floor_b=floor_untrained[layer]).to_dict()
             for layer in range(1, l2_trained.shape[1])]
 
 
@@ -187,7 +190,7 @@ def _trained(run: Run, p: Settings):
     beyond_window = list(beyond.t_range) if isinstance(beyond, PowerLawFit) else None
     text = (f"{fit.alpha:.2f} (last layer, t in {list(fit.t_range)}, inside the {p['context']}-token training context); "
             f"{criteria.alpha_text(beyond)} on t in {beyond_window}, extrapolating; {p['steps']} steps")
-    return criteria.judged(text, criteria.alpha_interval(fit), criteria.overlaps(fit, 0.55, 0.7),
+    return criteria.judged(text, criteria.alpha_interval(fit), criteria.overlaps(fit, *TRAINED_RANGE),
                            last_layer_interval=criteria.alpha_interval(fit),
                            window=list(fit.t_range), extrapolated=alphas([beyond])[0], steps=p["steps"])
 
@@ -231,25 +234,24 @@ def _trained_bound(summary: Summary):
 
 CLAIMS = (
     Claim("trained_alpha", "Trained models forget fast (small byte-level model trained minutes on a CPU)",
-          "alpha 0.55 to 0.7", ("trained_vs_untrained",),
+          "alpha {:g} to {:g}".format(*TRAINED_RANGE), ("trained_vs_untrained",),
           "The small byte-level model after training, held-out text pairs; alpha fitted on t in [32, C - P], inside its "
           "training context C (the fit beyond it, where RoPE extrapolates, is reported beside). "
-          f"{criteria.RANGE_CRITERION} [0.55, 0.7]. "
-          + criteria.TRAINED_CRITERION,
+          f"{criteria.range_criterion(*TRAINED_RANGE)} " + criteria.TRAINED_CRITERION,
           _trained_enough(_trained)),
     Claim("trained_faster", "Trained models forget faster than untrained ones (small byte-level model; every layer, "
           "interval of the difference above 0)", "alpha trained > untrained", ("trained_vs_untrained",),
           "Per layer, alpha after training minus alpha at its initialisation on the same pairs, on t in [32, C - P] "
-          "inside the training context C, with one t-interval of the difference. Agree if it lies above 0 in "
-          "every layer; disagree if it reaches 0 or below in any layer; not measured if a layer cannot be fitted. "
+          f"inside the training context C, with {criteria.PAIRED_CRITERION}. {criteria.ABOVE_ZERO_CRITERION} "
           + criteria.TRAINED_CRITERION, _trained_enough(_trained_faster)),
     Claim("trained_bound", "The bound applies to and holds on a trained model (small byte-level model, inside its "
           "training context)", "conditions hold; offset <= bound", ("trained_vs_untrained",),
           "The small model after training, held-out text pairs cut to its training context (t <= C - P): the "
           "conditions as above, the explicit bound from them against every offset, and the shape test (slope of "
           "offset / relay shape on [T/16, T]). Agree if the conditions hold, the bound is at or above every offset and "
-          "every layer's slope interval reaches 0 or below; disagree if any of these fails; not measured if the bound "
-          "or the shape test cannot be computed. " + criteria.TRAINED_CRITERION, _trained_bound),
+          f"{criteria.SHAPE_AGREE}; disagree if a condition fails, the bound is below some offset or "
+          f"{criteria.SHAPE_DISAGREE}; otherwise not measured (as where the bound or the shape test cannot be "
+          "computed). " + criteria.TRAINED_CRITERION, _trained_bound),
 )
 
 

@@ -22,7 +22,8 @@ from nohair_jax.direct_relay import PathSplit as PathSplit, direct_relay_split a
 from nohair_jax.fit import (
     AlphaDifference as AlphaDifference, ExponentRise as ExponentRise, FitRefused as FitRefused, HalfLife as HalfLife,
     NoiseFloorError as NoiseFloorError, PowerLawFit as PowerLawFit, PowerLawTolerance as PowerLawTolerance,
-    alpha_difference as alpha_difference, alpha_table as alpha_table, alpha_vs_window as alpha_vs_window,
+    alpha_difference as alpha_difference, alpha_table as alpha_table,
+    paired_alpha_difference as paired_alpha_difference, alpha_vs_window as alpha_vs_window,
     alphas as alphas, bonferroni as bonferroni, bootstrap_indices as bootstrap_indices,
     difference_or_refuse as difference_or_refuse, fit_from_dict as fit_from_dict, fit_layers as fit_layers,
     fit_or_refuse as fit_or_refuse, fit_power_law as fit_power_law, kl_half_life as kl_half_life,

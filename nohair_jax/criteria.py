@@ -6,7 +6,8 @@ A judge (``claims.Claim``) applies its criterion to its part's typed summary and
 ``claims.Judgement``; these are the pieces judges of several parts use. Conventions (the
 project's definitions: docs/definitions.md): intervals are 95 % t-intervals over prompt pairs
 with a bootstrap standard error (``fit.t_interval``; over seeds, then pairs, where the models are
-fresh initialisations), whose coverage ``tests/test_coverage.py`` checks by simulation. A "no
+fresh initialisations; a difference between two conditions measured on the same pairs is paired,
+``fit.paired_alpha_difference``), whose coverage ``tests/test_coverage.py`` checks by simulation. A "no
 effect" claim is judged by equivalence (``EQUIVALENCE_MARGIN``): agree only when the whole
 interval lies inside the margin, so a wider, noisier interval cannot agree. Rows that test "every
 layer" agree only when every layer's own 95 % interval does (an intersection-union test, which
@@ -160,6 +161,9 @@ def dilution_alpha(prompt_len: int, t_range: list) -> float:
 
 
 RISE_MARGIN = 0.05  # a local exponent "rises" across the window by more than this, first to last quarter
+# The rise of the local exponent is measured from t = 4: bins of one position at t = 1..3 hold the log
+# of a mean of few noisy pairs, which is biased (its interval then covered 91 %; from t = 4, 95 to 97 %).
+RISE_T_MIN = 4
 
 
 def rise(layers: list[dict]) -> Judgement:
@@ -185,26 +189,46 @@ def rise(layers: list[dict]) -> Judgement:
                                                layers=[row["layer"] for row in layers]))
 
 
-NEAR_ZERO = 0.1  # an alpha whose interval ends below this has stopped decaying
-
-
 def near_zero(fit: PowerLawFit | FitRefused) -> bool:
-    """alpha's interval contains 0 or ends below ``NEAR_ZERO``: the decay has stopped."""
+    """The decay has stopped, judged by equivalence: alpha's whole interval lies inside the margin
+    ``+-EQUIVALENCE_MARGIN`` (an interval that merely contains 0, however wide, does not count)."""
     ci = alpha_interval(fit)
-    return ci is not None and (ci[0] <= 0 <= ci[1] or ci[1] < NEAR_ZERO)
+    return ci is not None and -EQUIVALENCE_MARGIN < ci[0] and ci[1] < EQUIVALENCE_MARGIN
+
+
+def clearly_decays(fit: PowerLawFit | FitRefused) -> bool:
+    """alpha's whole interval lies above the margin ``EQUIVALENCE_MARGIN``: the prompt is being forgotten."""
+    ci = alpha_interval(fit)
+    return ci is not None and ci[0] > EQUIVALENCE_MARGIN
 
 
 # The texts the criteria of several claims quote.
 OWN = "the project's own finding (no paper value)"
 WINDOW_CRITERION = "alpha fitted on t in [32, T] (ended early where the float32 noise floor, measured against float64, is near)"
-RANGE_CRITERION = ("Agree if the 95 % t-interval of the last layer's alpha over pairs overlaps the paper's range, "
-                   "disagree if it lies entirely outside it; not measured if the last layer cannot be fitted")
-RISE_CRITERION = ("The rise: the mean local exponent over the last quarter of the log-t bins from t = 4 to T minus over "
-                  "the first quarter, with a 95 % t-interval over pairs; the relay model's on the same grid at the same P "
-                  f"and depth. Agree if in every layer the network's interval lies above 0 and the relay model rises by "
-                  f"more than {RISE_MARGIN}; disagree if in some layer they part ways beyond doubt (the network's "
-                  "interval, widened for the number of layers, above 0 while the relay model does not rise, or below 0 "
-                  "while it does); otherwise not measured.")
+
+
+def range_criterion(lo: float, hi: float) -> str:
+    """The criterion of a last layer's alpha against the paper's range [``lo``, ``hi``] (``overlaps``)."""
+    return (f"Agree if the 95 % t-interval of the last layer's alpha over pairs overlaps the paper's range [{lo:g}, "
+            f"{hi:g}], disagree if it lies entirely outside it; not measured if the last layer cannot be fitted.")
+
+
+RISE_CRITERION = (f"The rise: the mean local exponent over the last quarter of the log-t bins from t = {RISE_T_MIN} to T "
+                  "minus over the first quarter, with a 95 % t-interval over pairs; the relay model's on the same grid at "
+                  "the same P and depth. Agree if in every layer the network's interval lies above 0 and the relay model "
+                  f"rises by more than {RISE_MARGIN}; disagree if in some layer they part ways beyond doubt (the network's "
+                  "interval, widened for the number of layers (Bonferroni), above 0 while the relay model does not rise, "
+                  "or below 0 while it does); otherwise not measured.")
+ABOVE_ZERO_CRITERION = ("Agree if every interval lies above 0 (each at 95 %: all must hold, so no correction is needed); "
+                        "disagree if some interval, widened for their number (Bonferroni), lies below 0; otherwise not "
+                        "measured, as where some difference cannot be fitted.")
+# The relay-shape test (``shape_test``): when it agrees, and when it disagrees.
+SHAPE_AGREE = (f"every layer's slope interval ends at or below {SLOPE_MARGIN} (offset / shape grows by at most "
+               f"t^{SLOPE_MARGIN})")
+SHAPE_DISAGREE = f"some layer's interval, widened for the number of layers (Bonferroni), starts above {SLOPE_MARGIN}"
+PAIRED_CRITERION = ("one paired t-interval (both conditions were measured on the same pairs, same texts, seeds and order, "
+                    "which are resampled together, whole seeds where there are several, so that what a pair adds to both "
+                    "alphas cancels; n - 1 degrees of freedom over n pairs or seeds)")
 TRAINED_CRITERION = ("A trained model counts only when its held-out loss levelled off (the last fifth of training lowered "
                      f"it by less than {PLATEAU_SHARE:.0%} of its whole drop) and {MIN_SEEDS} seeds were trained and "
                      "agree; otherwise not measured at this scale, with the numbers shown.")

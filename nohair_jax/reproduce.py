@@ -112,7 +112,7 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
         "dilution": ("quick", dict(n_pairs=4)),
         "bound_check": ("quick", {}),
         "trained_vs_untrained": ("quick", dict(steps=100, length=1024, n_pairs=8)),
-        "logit_bias": ("quick", dict(steps=60, measure_at=(0, 30, 60))),
+        "logit_bias": ("quick", dict(steps=60, measure_at=(0, 3, 30, 60))),
         "depth_length_sweep": ("quick", dict(
             depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
             lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),

@@ -237,12 +237,16 @@ def _run_config(model_config: TransformerConfig, train_config: TrainConfig, corp
 def _check_same_run(saved: dict, current: dict, out_dir: Path) -> None:
     """A resumed run must be the run that wrote the checkpoints, or it would silently mix two. Model
     settings added since the run was written take their defaults (which keep earlier models as they were);
-    how many checkpoints are kept changes no update, and may differ."""
+    how many checkpoints are kept changes no update, and may differ; nor does the number of steps where the
+    learning rate stays constant after warm-up in both (``final_lr_fraction`` 1: no update depends on the
+    total), so such a run continues to more steps (``plateau.train_to``, training in stages)."""
     current = json.loads(json.dumps(current))  # tuples as the saved JSON holds them: lists
     saved = {part: saved.get(part) for part in current}
+    constant = all(isinstance(c["train"], dict) and c["train"].get("final_lr_fraction") == 1 for c in (saved, current))
+    ignored = ("keep_checkpoints", "steps") if constant else ("keep_checkpoints",)
     for config in (saved, current):
         if isinstance(config["train"], dict):
-            config["train"] = {k: v for k, v in config["train"].items() if k != "keep_checkpoints"}
+            config["train"] = {k: v for k, v in config["train"].items() if k not in ignored}
     if isinstance(saved["model"], dict):
         defaults = {f.name: f.default for f in dataclasses.fields(TransformerConfig)}
         saved["model"] = {**{k: v for k, v in defaults.items() if k not in saved["model"]}, **saved["model"]}

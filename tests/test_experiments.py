@@ -60,3 +60,48 @@ def test_an_experiment_script_refuses_a_folder_another_process_writes(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (out / "summary.json").exists() and not (out / LOCK_NAME).exists()
+
+
+def test_differences_between_conditions_measured_on_the_same_pairs_are_paired():
+    """A part that compares two conditions on the same pairs (seeds, order) builds the difference's interval
+    paired (``fit.paired_difference_or_refuse``); the one unpaired difference is the real model's trained
+    minus init, whose sides are not one set of pairs (each init seed is measured on pairs of its own)."""
+    unpaired = {}
+    for path in EXPERIMENTS.glob("*.py"):
+        source = path.read_text()
+        count = source.count("difference_or_refuse(") - source.count("paired_difference_or_refuse(")
+        if count:
+            unpaired[path.stem] = count
+    assert unpaired == {"real_model": 1}
+
+
+def test_the_real_models_init_seeds_are_measured_on_texts_of_their_own():
+    """experiments/real_model.py: one draw split across the seeds, every seed its own cuts (no prompt or
+    continuation measured under two seeds), apart from the trained model's pairs."""
+    import numpy as np
+
+    from nohair_jax.experiments.real_model import _init_pair_sets
+    from nohair_jax.pairs import text_prompt_pairs
+
+    text = np.arange(20_000)  # every cut of a stream of distinct tokens is its own text
+    p = dict(init_pairs=4, init_seeds=(0, 1, 2), prompt_len=16, length=512)
+    sets = _init_pair_sets(text, np.zeros(0, np.int32), p)
+    assert [s.continuations.shape for s in sets] == [(4, 512)] * 3
+    trained = text_prompt_pairs(text, 1, 16, 16, 512)
+    for part in range(3):  # prompts a, prompts b, continuations
+        starts = [tuple(x[part][:, 0]) for x in sets]
+        assert len({*starts[0], *starts[1], *starts[2]}) == 12
+        assert not set(trained[part][:, 0]) & {*starts[0], *starts[1], *starts[2]}
+
+
+def test_a_shared_first_token_changes_prompt_b_alone():
+    import numpy as np
+
+    from nohair_jax.experiments.sinks import shared_first_token
+    from nohair_jax.pairs import random_prompt_pairs
+
+    pairs = random_prompt_pairs(0, 3, 5, 7, 100)
+    a, b, c = shared_first_token(pairs)
+    np.testing.assert_array_equal(b[:, 0], pairs.prompts_a[:, 0])
+    np.testing.assert_array_equal(b[:, 1:], pairs.prompts_b[:, 1:])
+    assert a is pairs.prompts_a and c is pairs.continuations and not np.array_equal(pairs.prompts_b[:, 0], b[:, 0])

@@ -1,6 +1,7 @@
 """Tests of nohair_jax.fit against independent truths: exact and synthetic power laws,
 hand-computed bins, analytic local exponents, and a known noise floor."""
 
+import dataclasses
 import json
 import math
 
@@ -170,6 +171,39 @@ def test_fit_layers_tables_and_windows_of_fitted_and_refused_layers():
     noisy = l2[:1] * np.exp(0.3 * np.random.default_rng(0).standard_normal((6, 1, t.size)))
     with_ci = alpha_table(fit_layers(t, noisy, n_boot=50))
     assert np.isfinite(with_ci).all() and (with_ci[:, 1] <= with_ci[:, 0]).all() and (with_ci[:, 0] <= with_ci[:, 2]).all()
+
+
+def test_fit_layers_say_what_a_sliding_window_does_to_the_window_layers():
+    """A window of 8 on layers 1 and 3 (0-based 0 and 2): layer 1 reads the prompt until t = 7, then its offset
+    is exactly 0 (refused, saying so, not "d is non-positive"); layer 3 still sees it through layer 2, so its
+    fit is made but flagged where its window crosses t = 8; so is layer 2's, which has no window but gets the
+    prompt through layer 1 too."""
+    t = np.arange(1, 65, dtype=np.float64)
+    zero_from_8 = np.where(t < 8, t ** -0.5, 0.0)
+    l2 = np.stack([np.zeros_like(t), zero_from_8, t ** -0.4, t ** -0.7])[None] * np.array([1.0, 2.0])[:, None, None]
+    plain = fit_layers(t, l2, t_min=2, n_boot=0)
+    assert plain[0] == FitRefused("d is non-positive (log impossible) inside the fit window at t = 8")
+    fits = fit_layers(t, l2, t_min=2, n_boot=0, sliding_window=8, window_layers=(0, 2))
+    assert fits[0] == FitRefused("the prompt is outside this layer's 8-token window from t = 8 on: its offset is "
+                                 "exactly 0 there")
+    assert fits[1] == dataclasses.replace(plain[1], caveat=(
+        "the fit window [2, 64] crosses t = 8, where the prompt leaves the 8-token window of layer 1 below: from "
+        "there on less of the prompt reaches this layer through layer 1"))
+    caveat = ("the fit window [2, 64] crosses t = 8, where the prompt leaves this layer's 8-token window: from there "
+              "on the layer sees the prompt only through earlier layers")
+    assert fits[2] == dataclasses.replace(plain[2], caveat=caveat)
+    assert fits[2].brief() == f"{fits[2].alpha:.2f} ({caveat})"
+    assert fit_from_dict(json.loads(json.dumps(fits[2].to_dict()))) == fits[2]
+    # A window that starts where the prompt has left crosses nothing; one that ends before the zeros refuses nothing.
+    assert all(fit.caveat is None for fit in fit_layers(t, l2, t_min=8, n_boot=0, sliding_window=8, window_layers=(0, 2))[1:])
+    assert fit_layers(t, l2, t_min=2, n_boot=0, sliding_window=8, window_layers=(2,))[:2] == plain[:2]  # none below
+    assert isinstance(fit_layers(t, l2, t_min=2, t_max=7, n_boot=0, sliding_window=8, window_layers=(0, 2))[0],
+                      PowerLawFit)
+    # On every layer (Mistral's), each window reaches 7 positions further back: layer 2's offset is 0 from t = 15.
+    l2[:, 2] = np.where(t < 15, t ** -0.4, 0.0)
+    assert fit_layers(t, l2, t_min=2, n_boot=0, sliding_window=8)[1] == FitRefused(
+        "the prompt is outside the 8-token windows of layers 1 to 2 (each reaching 7 positions further back) from "
+        "t = 15 on: this layer's offset is exactly 0 there")
 
 
 # --- summaries and bins -------------------------------------------------------------------
@@ -553,7 +587,9 @@ def _max_log_residual(t, curve, t_min=32):
 
 @pytest.mark.parametrize("name, curve, within_10", [
     ("power law", lambda t: 3 * t**-0.6, True),
-    ("1 / log t", lambda t: 1 / np.log(t), False),  # within 5 % overall, but its first half mispredicts the second
+    # Within 4 % overall; its first half mispredicts the second by 0.128, inside the prediction's tolerance
+    # 0.10 x 3.70 (the same curvature: docs/power_law_calibration.md), where 0.10 itself wrongly rejected it.
+    ("1 / log t", lambda t: 1 / np.log(t), True),
     ("(log t)^3 / t", lambda t: np.log(t) ** 3 / t, False),  # the local exponent drifts beyond 10 %
     ("e^(-t/300)", lambda t: np.exp(-t / 300), False),
 ])
@@ -661,3 +697,71 @@ def test_local_exponent_rise_of_exact_curves():
     noisy = local_exponent_rise(t, pairs, t_min=16)
     assert noisy.ci[0] < noisy.rise < noisy.ci[1] and noisy.dof == 5
     assert fit_from_dict(json.loads(json.dumps(noisy.to_dict()))) == noisy
+
+
+# --- paired differences: one set of pairs under two conditions ---------------------------------
+
+
+def test_paired_difference_of_exact_power_laws_matches_the_unpaired_point_and_window():
+    from nohair_jax.fit import alpha_difference, paired_alpha_difference
+
+    t = np.arange(1, 2049, dtype=np.float64)
+    amplitudes = np.array([[1.0], [2.0], [0.5]])
+    diff = paired_alpha_difference(t, amplitudes * t**-0.7, amplitudes * t**-0.3, n_boot=100)
+    assert diff.difference == pytest.approx(0.4, abs=1e-12) and diff.ci == pytest.approx((0.4, 0.4), abs=1e-12)
+    assert diff.dof == 2  # n_pairs - 1, not Welch's
+    floor_b = np.where(t < 512, 0.0, 1.0)
+    cut = paired_alpha_difference(t, amplitudes * t**-0.7, amplitudes * t**-0.3, floor_b=floor_b, n_boot=0)
+    unpaired = alpha_difference(t, amplitudes * t**-0.7, amplitudes * t**-0.3, floor_b=floor_b, n_boot=0)
+    assert cut == unpaired and cut.ci is None
+
+
+def test_paired_interval_cancels_what_a_pair_adds_to_both_sides():
+    """Each pair's level and exponent are its own under both conditions (b decays 0.05 faster): the
+    unpaired interval carries the pairs' spread, the paired one only what differs between the sides."""
+    from nohair_jax.fit import alpha_difference, paired_alpha_difference
+
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 1025, dtype=np.float64)
+    x = np.log(t) - np.log(100)
+    own = rng.normal(0, 0.3, (8, 1)) - rng.normal(0.6, 0.15, (8, 1)) * x + 0.3 * rng.standard_normal((8, t.size))
+    d_a, d_b = np.exp(own), np.exp(own - 0.05 * x + 0.02 * rng.standard_normal((8, t.size)))
+    paired, unpaired = paired_alpha_difference(t, d_a, d_b), alpha_difference(t, d_a, d_b)
+    assert paired.difference == unpaired.difference and paired.dof == 7
+    assert paired.ci[1] < 0 < unpaired.ci[1]  # -0.05 seen only when the pairs' own spread cancels
+    assert paired.ci[1] - paired.ci[0] < 0.2 * (unpaired.ci[1] - unpaired.ci[0])
+
+
+def test_paired_interval_over_seeds_resamples_whole_seeds():
+    from nohair_jax.fit import group_indices, paired_alpha_difference
+
+    groups = np.repeat([0, 1, 2], 4)  # 3 seeds x 4 pairs
+    idx = group_indices(12, 300, 0, groups)
+    assert idx.shape == (300, 12)
+    blocks = idx.reshape(300, 3, 4)
+    assert (np.sort(blocks, axis=-1) == 4 * (blocks[..., :1] // 4) + np.arange(4)).all()  # whole seeds, every pair once
+    assert len(np.unique(blocks[..., 0] // 4)) == 3
+    np.testing.assert_array_equal(group_indices(12, 5, 3), np.random.default_rng(3).integers(0, 12, (5, 12)))
+    np.testing.assert_array_equal(group_indices(12, 5, 3, np.zeros(12, int)), group_indices(12, 5, 3))  # one seed: pairs
+    t = np.arange(1, 1025, dtype=np.float64)
+    rng = np.random.default_rng(1)
+    d = t ** -np.repeat([0.5, 0.6, 0.7], 4)[:, None] * np.exp(0.1 * rng.standard_normal((12, t.size)))
+    # The seeds' alphas differ by 0.2, but every pair decays faster by exactly 0.1 under b: paired, no doubt is left.
+    diff = paired_alpha_difference(t, d, d * t**-0.1, groups=groups, n_boot=200)
+    assert diff.dof == 2 and diff.ci == pytest.approx((-0.1, -0.1), abs=1e-9)
+
+
+def test_paired_difference_refuses_sides_that_are_not_one_set_of_pairs():
+    from nohair_jax.fit import FitRefused, paired_difference_or_refuse
+
+    t = np.arange(1, 129, dtype=np.float64)
+    curves = np.array([[1.0], [2.0], [3.0]]) * t**-0.5
+    with pytest.raises(ValueError, match="the same pairs"):
+        paired_difference_or_refuse(t, curves, curves[:2], t_min=8)  # a bad setting raises, it is not refused
+    with pytest.raises(ValueError, match="groups must hold one label per pair"):
+        paired_difference_or_refuse(t, curves, curves, t_min=8, groups=[0, 1])
+    with pytest.raises(ValueError, match="n_boot"):
+        paired_difference_or_refuse(t, curves, curves, t_min=8, n_boot=-1)
+    assert "at least two curves" in paired_difference_or_refuse(t, curves[:1], curves[:1], t_min=8).reason
+    refused = paired_difference_or_refuse(t, curves, curves, t_min=8, floor_b=np.ones_like(t))
+    assert isinstance(refused, FitRefused) and "floor" in refused.reason

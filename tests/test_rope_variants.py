@@ -29,6 +29,7 @@ from nohair_jax.checkpoints import CheckpointError, checked_config  # noqa: E402
 from nohair_jax.model import RopeScaling, rope_tables  # noqa: E402
 from gguf_writer import SP_VOCAB_SIZE, VOCAB_SIZE, rope_factor_tensors, write_gguf  # noqa: E402
 from torch_float64 import float32_is_float64  # noqa: E402
+from test_gguf_checkpoint import reference as transformers_forward  # noqa: E402
 
 ORIGINAL = 16  # the pretraining context: calls of LONG tokens take the long branch, of SHORT the short one
 LONG, SHORT = 24, 10
@@ -88,14 +89,7 @@ def reference():
                 runs = {}
                 for length in (LONG, SHORT):  # long first: transformers' dynamic then resets for the short call
                     tokens = np.random.default_rng(length).integers(0, model.config.vocab_size, (2, length))
-                    caught = {}
-                    hook = model.model.layers[-1].register_forward_hook(
-                        lambda m, i, o: caught.setdefault("h", o[0] if isinstance(o, tuple) else o))
-                    with torch.no_grad():
-                        out = model(torch.as_tensor(tokens), output_hidden_states=True)
-                    hook.remove()
-                    hidden = [h.numpy() for h in out.hidden_states[:-1]] + [caught["h"].numpy()]
-                    runs[length] = tokens, np.stack(hidden), out.logits.numpy()
+                    runs[length] = tokens, *transformers_forward(model, tokens)
             cache[name] = model, runs
         return cache[name]
 

@@ -160,6 +160,26 @@ def test_resume_refuses_a_different_configuration(corpus, straight):
         tr.train(MODEL, dataclasses.replace(TRAIN, lr=1e-3), corpus, straight.out_dir, progress=False)
 
 
+def test_a_constant_rate_run_continues_to_more_steps_as_one_run(corpus, tmp_path):
+    """With the rate constant after warm-up (``final_lr_fraction`` 1) no update depends on the total steps, so
+    a run continued from 10 to 20 steps (training in stages, ``plateau.train_to``) is the run trained straight
+    to 20, bit for bit; a run whose cosine reaches its end at ``steps`` refuses more steps, naming them."""
+    constant = dataclasses.replace(TRAIN, final_lr_fraction=1.0)
+    tr.train(MODEL, dataclasses.replace(constant, steps=10), corpus, tmp_path / "staged", progress=False)
+    staged = tr.train(MODEL, constant, corpus, tmp_path / "staged", progress=False)
+    straight = tr.train(MODEL, constant, corpus, tmp_path / "straight", progress=False)
+    for a, b in zip(params_of(staged.model), params_of(straight.model), strict=True):
+        assert np.array_equal(a, b)
+    import json
+
+    saved = json.loads((tmp_path / "straight" / "config.json").read_text())  # the same run with the cosine, at 10
+    saved["train"].update(final_lr_fraction=TRAIN.final_lr_fraction, steps=10)
+    (tmp_path / "cosine").mkdir()
+    (tmp_path / "cosine" / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"differs in train.steps\)"):
+        tr.train(MODEL, TRAIN, corpus, tmp_path / "cosine", progress=False)
+
+
 def test_a_run_written_before_later_model_settings_existed_still_resumes(corpus, straight, tmp_path):
     """A config.json without the model settings added since (head_width, rotary_fraction, parallel_residual
     here) is the same run: their defaults keep the model it trained."""

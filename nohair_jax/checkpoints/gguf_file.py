@@ -335,8 +335,10 @@ def hf_config(reader, where: str) -> dict:
                               f"are not supported")
     defaults = dict(FAMILY_DEFAULTS.get(arch, {}))
     pattern = own.get("attention.sliding_window_pattern", defaults.pop("window_pattern", None))
-    # The pretraining context is the context where the file does not say (llama.cpp's n_ctx_orig_yarn).
-    hf = {**defaults, "original_max_position_embeddings": hf["max_position_embeddings"], **hf}
+    # The pretraining context is the context where the file does not say (llama.cpp's n_ctx_orig_yarn); only
+    # Phi-3's config rule reads it at the top level (as transformers' Phi3Config), so only there is it written.
+    original = hf.get("original_max_position_embeddings", hf["max_position_embeddings"])
+    hf = {**defaults, **({"original_max_position_embeddings": original} if arch == "phi3" else {}), **hf}
     hf.update(
         model_type=GGUF_ARCHITECTURES[arch],
         head_dim=head_dim,
@@ -345,7 +347,7 @@ def hf_config(reader, where: str) -> dict:
         # RoPE on fewer dimensions than a head has, or scalings they do not compute, are refused by the config rules.
         partial_rotary_factor=own.get("rope.dimension_count", head_dim) / head_dim,
         rope_scaling=_rope_scaling(reader, arch, own, own.get("rope.dimension_count", head_dim),
-                                   hf["max_position_embeddings"], hf["original_max_position_embeddings"], where),
+                                   hf["max_position_embeddings"], original, where),
         vocab_size=hf.get("vocab_size") or _vocab_rows(reader),
         tie_word_embeddings="output.weight" not in names,
         attention_bias=bool(names & {"blk.0.attn_q.bias", "blk.0.attn_qkv.bias"}),
