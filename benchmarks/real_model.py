@@ -113,7 +113,7 @@ def random_weights_folder(folder, seed: int = 0, n_layers: int | None = None):
 
 def text_pairs(tokenizer, n_pairs: int, length: int) -> nh.PromptPairs:
     text = tokenize(tokenizer, nh.decode(nh.stdlib_corpus().heldout))
-    return nh.text_prompt_pairs(text, 1, n_pairs, PROMPT_LEN, length)
+    return nh.text_prompt_pairs(text, 1, n_pairs, PROMPT_LEN, length, start=nh.sequence_start(tokenizer))
 
 
 def nohair_case(model, pairs, kl_positions=None):

@@ -17,9 +17,8 @@ pytest.importorskip("gguf")
 
 import nohair_jax as nh  # noqa: E402
 from nohair_jax.checkpoints import load_model, load_tokenizer  # noqa: E402
-from nohair_jax.checkpoints.gguf_tokenizer import gguf_tokenizer  # noqa: E402
 from nohair_jax.cli import main  # noqa: E402
-from gguf_writer import sentencepiece_vocab, write_gguf  # noqa: E402
+from gguf_writer import write_gguf  # noqa: E402
 
 LLAMA = dict(model_type="llama", vocab_size=320, hidden_size=16, intermediate_size=32, num_attention_heads=2,
              num_hidden_layers=1, max_position_embeddings=64)
@@ -160,12 +159,9 @@ SPACE_TEXTS = ("▁", "▁▁", "▁▁▁", "▁▁▁▁", "a▁▁b", "the▁
 
 @pytest.mark.parametrize("case", ["llama", "phi3", "gemma2"])
 def test_a_literal_sentencepiece_space_gives_transformers_ids(tmp_path, case):
-    from test_gguf_tokenizer import CASES, hf_tokenizer, sentencepiece_file
+    from test_gguf_tokenizer import both_tokenizers
 
-    arch, scores, _ = CASES[case]
-    path = sentencepiece_file(tmp_path, arch, scores)
-    ours, theirs = gguf_tokenizer(path), hf_tokenizer(path)
-    tokens = sentencepiece_vocab(scores)[0]
+    _, ours, theirs, tokens, _ = both_tokenizers(tmp_path, case)
     for text in SPACE_TEXTS:
         ids, expected = ours.encode(text, add_special_tokens=True).ids, theirs.encode(text)
         assert ids == expected, (text, [tokens[i] for i in ids], [tokens[i] for i in expected])

@@ -53,12 +53,16 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_sentencepiece_ids_match_transformers(tmp_path, case):
+def both_tokenizers(tmp_path, case: str):
+    """(the file, ours, transformers', the vocabulary's tokens, the texts) of ``CASES[case]``."""
     arch, scores, texts = CASES[case]
     path = sentencepiece_file(tmp_path, arch, scores)
-    ours, theirs = gguf_tokenizer(path), hf_tokenizer(path)
-    tokens = sentencepiece_vocab(scores)[0]
+    return path, gguf_tokenizer(path), hf_tokenizer(path), sentencepiece_vocab(scores)[0], texts
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_sentencepiece_ids_match_transformers(tmp_path, case):
+    path, ours, theirs, tokens, texts = both_tokenizers(tmp_path, case)
     for text in texts:
         ids = ours.encode(text, add_special_tokens=True).ids
         assert ids == theirs.encode(text), (text, [tokens[i] for i in ids])
