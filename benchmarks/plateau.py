@@ -1,22 +1,23 @@
 """Is the stopping rule strict enough? One configuration trained to the rule's stop, then twice as long.
 
 ``nohair_jax.plateau`` stops a small model's training when its held-out loss levelled off. Here the
-proposed full-profile model of ``trained_vs_untrained`` (seed 0, no logit bias unless ``--gamma``) is
-trained in doubling stages to the rule's stop at S steps, its offsets are measured on held-out text pairs
+full profile's model of the training rows (``experiments.SMALL_TRAINING``; seed 0, no logit bias unless
+``--gamma``) is trained in doubling stages to the rule's stop at S steps, its offsets are measured on held-out text pairs
 and alpha is fitted per layer on the claims' window (t in [32, C - P], inside the training context),
 with 95 % t-intervals over pairs; then the same run is continued to 2 S steps (in a copy of the run's
 folder, so the stopped run stays as it was) and measured again on the same pairs. Printed as markdown
 (and written as JSON): the stages with their drops per doubling, both alphas of every layer side by side,
 whether the second lies inside the first's interval, and the paired interval of their difference.
 
-    python benchmarks/plateau.py                       # the benchmark: 7 to 30 minutes, by where the rule stops
+    python benchmarks/plateau.py                       # the benchmark: 15 to 45 minutes, by where the rule stops
     python benchmarks/plateau.py --smoke               # tiny sizes, 1 to 2 minutes: the code path only
     python benchmarks/plateau.py --throughput          # CPU seconds per training step at candidate sizes
+    python benchmarks/plateau.py --set d_model=32 --out results/plateau_d32   # another candidate profile
 
-Its time: 2 S training steps at about 0.056 CPU seconds each with the evaluations (width 64, depth 2, one
-core of a busy 2-core machine) and a compilation per stage: about 8 minutes if the rule stops at S = 3200,
-26 at the budget's S = 12800. Resumable: the training runs resume from their checkpoints and finished measurements are read back
-from ``--out``. ``--throughput`` times ``train.train`` on one core (this process pinned to it, as
+Its time: 2 S training steps at about 0.05 CPU seconds each with the evaluations (width 64, depth 2, one
+core) and a compilation per stage: about 45 minutes at the budget's S = 25,600 (the full profile's model
+did not level off before it, docs/benchmarks.md). Resumable: the training runs resume from their
+checkpoints and finished measurements are read back from ``--out``. ``--throughput`` times ``train.train`` on one core (this process pinned to it, as
 ``nohair reproduce --jobs 2`` pins each part) in CPU seconds, which a busy machine inflates less than
 wall time, at each size of ``THROUGHPUT_GRID``, and one offsets measurement per width and depth.
 """
@@ -38,25 +39,25 @@ from flax import nnx
 
 import nohair_jax as nh
 from nohair_jax.config import PromptLogitBias, default_config
+from nohair_jax.experiments import trained_vs_untrained
 from nohair_jax.fit import paired_difference_or_refuse
-from nohair_jax.plateau import MAX_DROP, levelled_off, stage_ends, staged_config, train_to, train_until_levelled
+from nohair_jax.plateau import MAX_DROP, levelled_off, stage_ends
+from nohair_jax.staged import STAGE_KEYS, staged_config, train_to, train_until_levelled
 from nohair_jax.results import save_json, save_npz
 from nohair_jax.train import TrainConfig, bits_per_byte, eval_windows, train
 
-# The proposed full profile of the small trained models (trained_vs_untrained, logit_bias): the model, its
-# training in doubling stages from `first` to at most `max_steps`, and the offsets measured after it.
-FULL = dict(d_model=64, depth=2, context=128, batch_size=8, lr=2e-3, warmup_steps=100, eval_every=50, eval_windows=200,
-            first=800, max_steps=12800, prompt_len=16, length=512, n_pairs=32)
+# The full profile of the small trained models (trained_vs_untrained, logit_bias): the model, its training in
+# doubling stages from `first` to at most `max_steps`, and the offsets measured after it.
+FULL = trained_vs_untrained.PROFILES["full"]
 SMOKE = dict(d_model=16, depth=2, context=96, batch_size=2, lr=2e-3, warmup_steps=4, eval_every=4, eval_windows=8,
              first=56, max_steps=112, prompt_len=4, length=128, n_pairs=3)
 THROUGHPUT_GRID = dict(d_model=(64, 128), depth=(2, 4), context=(128, 256), batch_size=(8, 16))
 T_MIN = 32  # the claims' window: t in [T_MIN, C - P]
-STAGED = ("first", "batch_size", "context", "lr", "warmup_steps", "eval_every", "eval_windows")  # staged_config's
 
 
 def train_config(p: dict, seed: int) -> TrainConfig:
-    """The staged training of profile ``p`` (``plateau.staged_config``)."""
-    return staged_config(**{k: p[k] for k in STAGED}, seed=seed)
+    """The staged training of profile ``p`` (``staged.staged_config``)."""
+    return staged_config(**{k: p[k] for k in STAGE_KEYS}, seed=seed)
 
 
 def model_config(p: dict, gamma: float | None):
@@ -209,9 +210,18 @@ def main() -> None:
     parser.add_argument("--throughput", action="store_true", help="time training at the candidate sizes instead")
     parser.add_argument("--gamma", type=float, default=None, help="train with the prompt logit bias at this gamma")
     parser.add_argument("--cpu", type=int, default=0, help="--throughput: the core to pin to")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="change settings of the profile, to size another one (d_model=32 lr=0.003)")
     parser.add_argument("--out", type=Path, default=None, help="folder (default results/plateau_benchmark[_smoke])")
     args = parser.parse_args()
-    p = SMOKE if args.smoke else FULL
+    p = dict(SMOKE if args.smoke else FULL)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        numbers = sorted(k for k, v in p.items() if isinstance(v, (int, float)))
+        try:
+            p[key] = type(p[key])(float(value))
+        except (KeyError, ValueError):
+            parser.error(f"--set {item}: expected KEY=NUMBER with KEY one of {numbers}")
     out = args.out or Path("results") / ("plateau_benchmark" + ("_smoke" if args.smoke else ""))
     out.mkdir(parents=True, exist_ok=True)
     if args.throughput:

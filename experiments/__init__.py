@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from nohair_jax.criteria import RISE_T_MIN  # where the rise is measured, as its criterion states
-from nohair_jax.model import untrained_model
+from nohair_jax.model import model_skeleton, untrained_model
 from nohair_jax.pairs import random_prompt_pairs
 from nohair_jax.results import FolderBusyError, folder_lock
 
@@ -76,10 +76,9 @@ def with_prompt_logit_bias(model, gamma: float, prompt_len: int):
     from flax import nnx
 
     from nohair_jax.config import PromptLogitBias
-    from nohair_jax.model import Transformer
 
     cfg = dataclasses.replace(model.config, prompt_logit_bias=PromptLogitBias(prompt_len, gamma))
-    graphdef, _ = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+    graphdef, _ = model_skeleton(cfg)
     return nnx.merge(graphdef, nnx.state(model))
 
 
@@ -92,10 +91,8 @@ def first_layers(model, n: int | None):
 
     from flax import nnx
 
-    from nohair_jax.model import Transformer
-
     cfg = dataclasses.replace(model.config, n_layers=n)
-    graphdef, _ = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+    graphdef, _ = model_skeleton(cfg)
     state = nnx.state(model)
     state["blocks"] = nnx.State({i: state["blocks"][i] for i in range(n)})
     return nnx.merge(graphdef, state)
@@ -119,6 +116,68 @@ def short_training(cfg, corpus, p: dict, out: Path):
     train_cfg = TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
                             warmup_steps=max(1, steps // 10), eval_every=steps, checkpoint_every=steps, log_every=steps)
     return train(cfg, train_cfg, corpus, out / "train", progress=False)
+
+
+# The small byte-level model the training rows judge (trained_vs_untrained, logit_bias), how it is trained and
+# measured: trained in doubling stages from ``first`` steps until its held-out loss levels off
+# (``nohair_jax.plateau``) or ``max_steps`` are spent, at a learning rate constant after warm-up; offsets on
+# ``n_pairs`` held-out text pairs (P ``prompt_len``, T ``length``) at step 0, at ``measure_at`` and at every
+# stage's end. One table, so that both parts read the same unbiased run of a seed (``small_run``). Smoke and
+# quick stop at their cap: their training rows are not measured at that scale; the full profile's sizes are
+# measured in docs/benchmarks.md (training to a level held-out loss).
+SMALL_TRAINING = {
+    "smoke": dict(d_model=16, depth=2, context=64, batch_size=2, lr=5e-3, warmup_steps=4, eval_every=4, eval_windows=8,
+                  first=16, max_steps=32, prompt_len=4, length=128, n_pairs=2, measure_at=(1,)),
+    "quick": dict(d_model=64, depth=2, context=128, batch_size=8, lr=5e-3, warmup_steps=16, eval_every=8,
+                  eval_windows=32, first=64, max_steps=128, prompt_len=16, length=1024, n_pairs=8, measure_at=(2, 3)),
+    "full": dict(d_model=64, depth=2, context=128, batch_size=8, lr=5e-3, warmup_steps=100, eval_every=50,
+                 eval_windows=200, first=800, max_steps=25600, prompt_len=16, length=1024, n_pairs=32,
+                 measure_at=(10, 25, 50, 100)),
+}
+SMALL_RUNS = "small_training"  # the folder beside the parts' folders where the runs live
+WAIT_S = 5.0  # how often a part waiting for a run another part trains looks again
+
+
+def small_run(out: Path, p: dict, seed: int, gamma: float | None = None, *, progress: bool = True):
+    """The small model of profile ``p`` (the keys of ``SMALL_TRAINING``; RoPE; ``gamma``: the prompt logit bias's
+    strength, None: none) trained from ``seed`` until its held-out loss levels off (``staged.train_until_levelled``)
+    and measured on the profile's held-out text pairs (``offsets_step<s>.npz`` at step 0, ``measure_at`` and
+    every stage's end up to the stop). Returns (its folder, ``TrainResult`` at the stop, ``plateau.Verdict``).
+
+    The run lives in ``out.parent / SMALL_RUNS / <name>``, its name holding a hash of everything that determines
+    it, so the parts that train the same run (a seed's unbiased run, in trained_vs_untrained and logit_bias)
+    train it once: a process that finds the run's folder in use waits for it, then reads it back (resumable, as
+    every training run here)."""
+    import hashlib
+    import json
+    import time
+
+    from nohair_jax.config import PromptLogitBias, default_config
+    from nohair_jax.data import heldout_prompt_pairs, stdlib_corpus
+    from nohair_jax.plateau import stage_ends
+    from nohair_jax.staged import STAGE_KEYS, staged_config, train_until_levelled
+    from nohair_jax.train import offsets_callback
+
+    bias = None if gamma is None else PromptLogitBias(p["prompt_len"], gamma)
+    model_cfg = default_config(p["depth"], d_model=p["d_model"], position="rope", prompt_logit_bias=bias)
+    corpus = stdlib_corpus()
+    run = {k: p[k] for k in SMALL_TRAINING["full"]}
+    key = json.dumps(dict(run, seed=seed, model=model_cfg.to_dict(), corpus=corpus.to_dict()), sort_keys=True)
+    name = f"{'no_bias' if gamma is None else f'bias{gamma:g}'}_seed{seed}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    out.mkdir(parents=True, exist_ok=True)  # the summary names the run's folder relative to the part's
+    folder = out.parent / SMALL_RUNS / name
+    pairs = heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
+    steps = sorted({0, *p["measure_at"], *stage_ends(p["first"], p["max_steps"])})
+    cfg = staged_config(**{k: p[k] for k in STAGE_KEYS}, seed=seed)
+    while True:
+        try:
+            with folder_lock(folder):
+                result, verdict = train_until_levelled(
+                    model_cfg, cfg, corpus, folder, first=p["first"], max_steps=p["max_steps"], progress=progress,
+                    callbacks=[(steps, offsets_callback(pairs, save_dir=folder))])
+            return folder, result, verdict
+        except FolderBusyError:  # another part trains this run now: read it back when it is done
+            time.sleep(WAIT_S)
 
 
 def untrained_model_and_pairs(p: dict, depth: int, seed: int):

@@ -1,27 +1,28 @@
 """Trained models forget faster than untrained ones (paper: alpha ~ 0.55 to 0.7 trained,
 ~ 0.2 to 0.5 untrained).
 
-Trains the default byte-level model (4 layers, d_model 128, RoPE) on the embedded stdlib
-corpus, measures prompt-pair offsets on prompts and continuations cut from held-out text at
-initialisation and after training (same architecture, same seed, same pairs), fits alpha per
-layer above the float32 noise floor, and draws offsets, local exponents and the next-token KL
-of both on one figure.
+Trains the small byte-level model of ``experiments.SMALL_TRAINING`` (RoPE) on the embedded stdlib
+corpus until its held-out loss levels off (doubling stages, the rule of ``nohair_jax.plateau``),
+measures prompt-pair offsets on prompts and continuations cut from held-out text at initialisation
+and after training (same architecture, same seed, same pairs), fits alpha per layer above the
+float32 noise floor, and draws offsets, local exponents and the next-token KL of both on one figure.
 
     python experiments/trained_vs_untrained.py --out results/trained_vs_untrained            # quick, CPU
     python experiments/trained_vs_untrained.py --profile full --out results/trained_vs_untrained
 
-``--position none`` trains without position encoding (causal masking alone). Alpha is fitted on
+Alpha is fitted on
 two windows of the same curves: t in [32, T] (mostly beyond the training context) and t in
 [32, context - P] (inside it, where the model has seen such positions). The bound is checked on
 the trained model inside its context (``bound.check_bound``: conditions, explicit bound, shape
-test; ``seed<k>/bound/``). Writes ``seed<k>/`` (the training run: config, history, checkpoints, offsets_step<s>.npz),
-``summary.json`` and ``trained_vs_untrained.png`` drawn from them. Offsets are measured at T in
-the thousands, beyond the training context: RoPE extrapolates (docs/training.md), and the
-summary records the training context next to every alpha.
+test; ``seed<k>/bound/``). The training runs (config, history, checkpoints, offsets_step<s>.npz) live
+beside the part's folder, shared with logit_bias (``experiments.small_run``); the part writes
+``seed<k>/bound/``, ``summary.json`` and ``trained_vs_untrained.png`` drawn from them. Offsets are also measured beyond the training context: RoPE extrapolates
+(docs/training.md), and the summary records the training context next to every alpha.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Callable, NotRequired, TypedDict
@@ -32,18 +33,16 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.bound import BoundRow, NotApplicable, check_bound, check_row, explicit_from_saved
-from nohair_jax.config import default_config
 from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, Record, part_claims_text
-from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run
 from nohair_jax.results import load_json, save_figure, save_json
-from nohair_jax.train import TrainConfig, offsets_callback, train
 
+# The model and its staged training: experiments.SMALL_TRAINING (shared with logit_bias).
 PROFILES = {
-    "smoke": dict(seeds=(0,), d_model=32, depth=2, steps=40, batch_size=2, context=96, prompt_len=4, length=256, n_pairs=2),
-    "quick": dict(seeds=(0,), d_model=128, depth=4, steps=600, batch_size=8, context=256, prompt_len=16, length=2048, n_pairs=16),
-    "full": dict(seeds=(0, 1, 2), d_model=256, depth=6, steps=5000, batch_size=32, context=512, prompt_len=16, length=8192,
-                 n_pairs=64),
+    "smoke": dict(SMALL_TRAINING["smoke"], seeds=(0,)),
+    "quick": dict(SMALL_TRAINING["quick"], seeds=(0,)),
+    "full": dict(SMALL_TRAINING["full"], seeds=(0, 1, 2)),
 }
 TRAINED_RANGE = (0.55, 0.7)  # the paper's alpha of trained models
 PAPER = dict(trained=TRAINED_RANGE, untrained=(0.2, 0.5))
@@ -52,9 +51,12 @@ PAPER = dict(trained=TRAINED_RANGE, untrained=(0.2, 0.5))
 class Run(TypedDict):
     """One seed: alpha per layer before and after training (beyond the context and inside it), their
     difference inside it (``PowerLawFit`` / ``AlphaDifference`` records, or ``FitRefused``'s), the bound
-    on the trained model, and the held-out loss's plateau (``train.held_out_plateau``, None without history)."""
+    on the trained model, the steps trained (``stop``), the stopping rule's verdict there
+    (``plateau.Verdict.to_dict``) and the training run's folder (``experiments.small_run``), relative to the part's."""
 
     seed: int
+    stop: int
+    folder: str
     trained: list[Record]
     trained_in_context: list[Record]
     trained_minus_untrained_in_context: list[Record]
@@ -67,7 +69,7 @@ class Run(TypedDict):
 
 
 class Settings(TypedDict):
-    steps: int
+    max_steps: int
     context: int
 
 
@@ -82,40 +84,31 @@ class Summary(TypedDict):
     paper: NotRequired[dict]
 
 
-def run(
-    profile: str, out: Path, position: str = "rope", seeds: tuple[int, ...] | None = None, settings: dict | None = None
-) -> Summary:
-    p = dict(PROFILES[profile], position=position, **(settings or {}))
+def run(profile: str, out: Path, seeds: tuple[int, ...] | None = None, settings: dict | None = None) -> Summary:
+    p = dict(PROFILES[profile], **(settings or {}))
     p["seeds"] = tuple(seeds or p["seeds"])
-    corpus = nh.stdlib_corpus()
-    pairs = nh.heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
-    model_cfg = default_config(p["depth"], d_model=p["d_model"], position=position)
+    pairs = nh.heldout_prompt_pairs(nh.stdlib_corpus(), 1, p["n_pairs"], p["prompt_len"], p["length"])
     runs = []
     for seed in p["seeds"]:
         start = time.perf_counter()
-        train_cfg = TrainConfig(steps=p["steps"], batch_size=p["batch_size"], context=p["context"], seed=seed,
-                                warmup_steps=p["steps"] // 10, eval_every=p["steps"] // 4,
-                                checkpoint_every=max(10, p["steps"] // 40 * 10), log_every=10)  # a multiple of log_every
-        run_dir = out / f"seed{seed}"
-        result = train(model_cfg, train_cfg, corpus, run_dir,
-                       callbacks=[((0, p["steps"]), offsets_callback(pairs, save_dir=run_dir))])
-        measured = {e["step"]: e["offset_fits"] for e in result.history if "offset_fits" in e}
-        bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
-        in_context, curves = {}, {}
-        for step in (0, p["steps"]):
+        run_dir, result, verdict = small_run(out, p, seed)
+        stop = verdict.step
+        measured, in_context, curves = {}, {}, {}
+        for step in (0, stop):
             with np.load(run_dir / f"offsets_step{step}.npz") as data:
                 curves[step] = (data["t"], data["l2"], data["floor"])
+            measured[step] = [fit.to_dict() for fit in nh.fit_layers(*curves[step])]
             in_context[step] = [fit.to_dict() for fit in nh.fit_layers(*curves[step], t_max=p["context"] - p["prompt_len"])]
         # The bound on the trained model, inside its training context: conditions, explicit bound, shape test.
         inside = nh.PromptPairs(pairs.prompts_a, pairs.prompts_b, pairs.continuations[:, : p["context"] - p["prompt_len"]])
-        bound = check_row(check_bound(result.model, inside, run_dir / "bound", seed=seed, progress=False,
-                                      meta=dict(experiment="trained_vs_untrained", step=p["steps"])))
-        runs.append(Run(seed=seed, untrained=measured[0], trained=measured[p["steps"]], bound=bound,
-                         untrained_in_context=in_context[0], trained_in_context=in_context[p["steps"]],
-                         trained_minus_untrained_in_context=_differences(curves[p["steps"]], curves[0], p),
-                         bits_per_byte=bits, plateau=nh.held_out_plateau(result.history),
-                         wall_s=time.perf_counter() - start))
-    summary = Summary(profile=profile, settings=p, model=model_cfg.to_dict(), corpus=corpus.to_dict(), paper=PAPER, runs=runs)
+        bound = check_row(check_bound(result.model, inside, out / f"seed{seed}" / "bound", seed=seed, progress=False,
+                                      meta=dict(experiment="trained_vs_untrained", step=stop)))
+        runs.append(Run(seed=seed, stop=stop, folder=os.path.relpath(run_dir, out), untrained=measured[0],
+                        trained=measured[stop], bound=bound, untrained_in_context=in_context[0], trained_in_context=in_context[stop],
+                        trained_minus_untrained_in_context=_differences(curves[stop], curves[0], p),
+                        bits_per_byte=verdict.bits, plateau=verdict.to_dict(), wall_s=time.perf_counter() - start))
+    summary = Summary(profile=profile, settings=p, model=result.model.config.to_dict(),
+                      corpus=nh.stdlib_corpus().to_dict(), paper=PAPER, runs=runs)
     save_json(out / "summary.json", summary)
     draw(out)
     return summary
@@ -134,9 +127,9 @@ def _differences(trained, untrained, p: dict) -> list[dict]:
 
 def draw(out: Path) -> None:
     summary = load_json(out / "summary.json")
-    p, seed = summary["settings"], summary["runs"][0]["seed"]
-    before = np.load(out / f"seed{seed}" / "offsets_step0.npz")
-    after = np.load(out / f"seed{seed}" / f"offsets_step{p['steps']}.npz")
+    p, (seed, stop, folder) = summary["settings"], (summary["runs"][0][k] for k in ("seed", "stop", "folder"))
+    before = np.load(out / folder / "offsets_step0.npz")
+    after = np.load(out / folder / f"offsets_step{stop}.npz")
     fig = Figure(figsize=(16, 4.4))
     ax_off, ax_loc, ax_kl = fig.subplots(1, 3)
     for layer in range(1, p["depth"] + 1):
@@ -154,7 +147,7 @@ def draw(out: Path) -> None:
     ax_loc.set(xlabel="t", ylabel="local exponent", title="local exponent per layer")
     ax_kl.set(xlabel="t", ylabel="KL(p_a || p_b), nats", title="next-token KL divergence")
     ax_kl.legend(fontsize=8)
-    fig.suptitle(f"trained ({p['steps']} steps, context {p['context']}, {p['position']} positions) vs untrained; "
+    fig.suptitle(f"trained (seed {seed}, {stop} steps, context {p['context']}, RoPE) vs untrained; "
                  f"held-out text pairs, P = {p['prompt_len']}")
     fig.tight_layout()
     save_figure(out / "trained_vs_untrained.png", fig)
@@ -164,22 +157,11 @@ def draw(out: Path) -> None:
 
 
 def _trained_enough(judge_run: Callable[[Run, Settings], Judgement]):
-    """A judge of the small trained models (part trained_vs_untrained): ``judge_run(run, settings)``
-    on every seed's run; agree or disagree only when the models count as trained (``criteria.short_of_trained``)
-    and every seed gives that verdict, otherwise not measured at this scale with the numbers shown."""
+    """A judge of the small trained models: ``judge_run(run, settings)`` on every seed's run, one verdict where
+    the models count as trained and the seeds agree (``criteria.seeds_agree``)."""
     def judge(part: Summary):
-        judged = [judge_run(run, part["settings"]) for run in part["runs"]]
-        verdicts = {j.verdict for j in judged}
-        evidence = dict(judged[0].evidence, plateau=[r.get("plateau") for r in part["runs"]],
-                        seeds=[r["seed"] for r in part["runs"]], verdict_per_seed=[j.verdict for j in judged])
-        measured = "; ".join(f"seed {r['seed']}: {j.measured}" for r, j in zip(part["runs"], judged))
-        short = criteria.short_of_trained(part["runs"])
-        if short:
-            return Judgement(f"{measured}; not trained enough to judge: {short}", judged[0].interval, NOT_MEASURED,
-                             evidence)
-        verdict = verdicts.pop() if len(verdicts) == 1 else NOT_MEASURED
-        return Judgement(measured + ("" if verdict != NOT_MEASURED or len(judged) == 1 else "; the seeds differ"),
-                         judged[0].interval, verdict, evidence)
+        return criteria.seeds_agree([r["seed"] for r in part["runs"]],
+                                    [judge_run(run, part["settings"]) for run in part["runs"]], part["runs"])
     return judge
 
 
@@ -189,10 +171,10 @@ def _trained(run: Run, p: Settings):
         return criteria.unmeasured(fit.reason)
     beyond_window = list(beyond.t_range) if isinstance(beyond, PowerLawFit) else None
     text = (f"{fit.alpha:.2f} (last layer, t in {list(fit.t_range)}, inside the {p['context']}-token training context); "
-            f"{criteria.alpha_text(beyond)} on t in {beyond_window}, extrapolating; {p['steps']} steps")
+            f"{criteria.alpha_text(beyond)} on t in {beyond_window}, extrapolating; {run['stop']} steps")
     return criteria.judged(text, criteria.alpha_interval(fit), criteria.overlaps(fit, *TRAINED_RANGE),
                            last_layer_interval=criteria.alpha_interval(fit),
-                           window=list(fit.t_range), extrapolated=alphas([beyond])[0], steps=p["steps"])
+                           window=list(fit.t_range), extrapolated=alphas([beyond])[0], steps=run["stop"])
 
 
 def _trained_faster(run: Run, p: Settings):
@@ -257,14 +239,13 @@ CLAIMS = (
 
 def main() -> None:
     parser = experiment_parser(__doc__, "trained_vs_untrained", PROFILES, seed=False)
-    parser.add_argument("--position", choices=("rope", "none"), default="rope",
-                        help="position encoding; both extrapolate beyond the training context (default rope)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="training seeds (default: the profile's); finished seeds are reused, not retrained")
     args = parse_experiment_args(parser)
-    summary = run(args.profile, args.out, args.position, args.seeds)
+    summary = run(args.profile, args.out, args.seeds)
     for r in summary["runs"]:
-        print(f"seed {r['seed']}: held-out bits per byte {r['bits_per_byte']:.3f}, {r['wall_s'] / 60:.1f} min")
+        print(f"seed {r['seed']}: {r['stop']} steps, held-out bits per byte {r['bits_per_byte']:.3f}, "
+              f"{r['wall_s'] / 60:.1f} min; {r['plateau']['reason']}")
         for key in ("untrained", "trained", "untrained_in_context", "trained_in_context"):
             print(f"  {key + ' alpha per layer:':<38}" + "; ".join(nh.fit_from_dict(f).brief() for f in r[key]))
     print(part_claims_text(CLAIMS, summary))

@@ -58,7 +58,7 @@ from nohair_jax.training_steps import (
 )
 from nohair_jax.train import (
     TrainConfig as TrainConfig, TrainResult as TrainResult, alpha_history as alpha_history,
-    held_out_plateau as held_out_plateau, load_trained as load_trained, offsets_callback as offsets_callback,
+    load_trained as load_trained, offsets_callback as offsets_callback,
 )
 from nohair_jax import bound as bound, data as data, direct_relay as direct_relay, dynamics as dynamics
 from nohair_jax import relay as relay, sweep as sweep, train as train

@@ -21,6 +21,7 @@ import numpy as np
 from nohair_jax.bound.records import ShapeCheck, shape_from_dict
 from nohair_jax.claims import NOT_MEASURED, Judgement
 from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit, bonferroni, fit_from_dict, fit_power_law
+from nohair_jax.plateau import CONFIDENCE, MAX_DROP, counts_as_levelled
 
 EQUIVALENCE_MARGIN = 0.1  # "no effect" on alpha: the whole interval of the difference inside +-0.1
 
@@ -136,22 +137,39 @@ def value_text(value: float, ci) -> str:
     return f"{value:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
 
 
-PLATEAU_SHARE = 0.02  # "trained": the last fifth of training lowered the held-out loss by less than 2 % of its drop
 MIN_SEEDS = 3  # a small trained model supports a claim only when this many seeds were trained and agree
 
 
 def short_of_trained(runs: list[dict]) -> str | None:
-    """Why small trained models cannot support a claim (too few seeds, a held-out loss still falling:
-    ``train.held_out_plateau``), or None when they can."""
-    reasons = [f"{len(runs)} seed(s) trained, {MIN_SEEDS} needed"] if len(runs) < MIN_SEEDS else []
-    shares = [r.get("plateau", {}).get("share") for r in runs]
-    if None in shares:
-        reasons.append("no held-out loss history was saved")
-    elif any(not share < PLATEAU_SHARE for share in shares):
-        reasons.append("the held-out loss was still falling: the last fifth of training lowered it by "
-                       + ", ".join(f"{share:.1%}" for share in shares) + f" of its whole drop (levelled off: below "
-                       f"{PLATEAU_SHARE:.0%})")
+    """Why small trained models cannot support a claim (too few seeds; a run whose held-out loss did not
+    level off: ``plateau.levelled_off``'s verdict saved as the run's ``plateau``, decided again here from its
+    numbers by ``plateau.counts_as_levelled``), or None when they can."""
+    seeds = len({run.get("seed") for run in runs})
+    reasons = [f"{seeds} seed(s) trained, {MIN_SEEDS} needed"] if seeds < MIN_SEEDS else []
+    for run in runs:
+        name = f"seed {run.get('seed', '?')}" + (f" (logit bias gamma {run['gamma']:g})" if run.get("gamma") else "")
+        verdict = run.get("plateau")
+        if verdict is None or "drop" not in verdict:
+            reasons.append(f"{name}: no stopping-rule verdict was saved")
+        elif not counts_as_levelled(verdict["drop"], verdict["upper"]):
+            reasons.append(f"{name} not levelled off at {verdict['step']} steps: {verdict['reason']}")
     return "; ".join(reasons) or None
+
+
+def seeds_agree(seeds: list[int], judged: list[Judgement], runs: list[dict]) -> Judgement:
+    """One verdict from every seed's ``judged`` (in the order of ``seeds``) on small trained models: agree or
+    disagree only when ``runs`` (every run the judgements read) count as trained (``short_of_trained``) and every
+    seed gives that verdict, otherwise not measured at this scale, with every seed's numbers shown."""
+    measured = "; ".join(f"seed {s}: {j.measured}" for s, j in zip(seeds, judged))
+    evidence = dict(judged[0].evidence, seeds=list(seeds), verdict_per_seed=[j.verdict for j in judged],
+                    plateau=[r.get("plateau") for r in runs])
+    short = short_of_trained(runs)
+    if short:
+        return Judgement(f"{measured}; not trained enough to judge: {short}", judged[0].interval, NOT_MEASURED, evidence)
+    verdicts = {j.verdict for j in judged}
+    verdict = verdicts.pop() if len(verdicts) == 1 else NOT_MEASURED
+    return Judgement(measured + ("" if verdict != NOT_MEASURED or len(judged) == 1 else "; the seeds differ"),
+                     judged[0].interval, verdict, evidence)
 
 
 def dilution_alpha(prompt_len: int, t_range: list) -> float:
@@ -229,6 +247,7 @@ SHAPE_DISAGREE = f"some layer's interval, widened for the number of layers (Bonf
 PAIRED_CRITERION = ("one paired t-interval (both conditions were measured on the same pairs, same texts, seeds and order, "
                     "which are resampled together, whole seeds where there are several, so that what a pair adds to both "
                     "alphas cancels; n - 1 degrees of freedom over n pairs or seeds)")
-TRAINED_CRITERION = ("A trained model counts only when its held-out loss levelled off (the last fifth of training lowered "
-                     f"it by less than {PLATEAU_SHARE:.0%} of its whole drop) and {MIN_SEEDS} seeds were trained and "
-                     "agree; otherwise not measured at this scale, with the numbers shown.")
+TRAINED_CRITERION = ("A trained model counts only when its held-out loss levelled off (trained in doubling stages; after a "
+                     f"stage the drop per doubling of the steps, fitted over the last doubling, is below {MAX_DROP:g} bits "
+                     f"per byte and its one-sided {CONFIDENCE * 100:g} % upper bound below twice that) and {MIN_SEEDS} "
+                     "seeds were trained and agree; otherwise not measured at this scale, with the numbers shown.")

@@ -47,7 +47,7 @@ from nohair_jax.data import Corpus
 from nohair_jax.fit import FitRefused, alphas, fit_or_refuse
 from nohair_jax.interrupts import deferred
 from nohair_jax.measurement import measure
-from nohair_jax.model import Transformer, TransformerConfig
+from nohair_jax.model import Transformer, TransformerConfig, model_skeleton
 from nohair_jax.pairs import PromptPairs
 from nohair_jax.results import load_json, save_json, save_npz
 
@@ -146,17 +146,27 @@ def lr_schedule(cfg: TrainConfig) -> optax.Schedule:
     )
 
 
-@functools.cache  # one object per config, so the jitted step compiled for it is reused across runs
 def optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     """Global-norm clipping, then AdamW with ``lr_schedule``.
 
     Weight decay acts on matrices (kernels, embeddings) only: decaying norm gains and biases
-    towards zero would pull against what they are for (a gain of 1, no offset).
+    towards zero would pull against what they are for (a gain of 1, no offset). One object per update
+    rule (the fields that set it; not the seed, the batch, the evaluation, nor the steps of a rate constant
+    after warm-up), so the jitted step compiled for it is reused across seeds and across the stages of a run
+    continued to more steps.
     """
+    steps = cfg.warmup_steps + 1 if cfg.final_lr_fraction == 1 else cfg.steps  # past warm-up: constant lr
+    return _optimizer(TrainConfig(steps=steps, lr=cfg.lr, warmup_steps=cfg.warmup_steps,
+                                  final_lr_fraction=cfg.final_lr_fraction, weight_decay=cfg.weight_decay,
+                                  grad_clip=cfg.grad_clip, b1=cfg.b1, b2=cfg.b2))
+
+
+@functools.cache
+def _optimizer(rule: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(
-        optax.clip_by_global_norm(cfg.grad_clip),
+        optax.clip_by_global_norm(rule.grad_clip),
         optax.adamw(
-            lr_schedule(cfg), b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay,
+            lr_schedule(rule), b1=rule.b1, b2=rule.b2, weight_decay=rule.weight_decay,
             mask=lambda params: jax.tree.map(lambda p: p.ndim >= 2, params),
         ),
     )
@@ -239,7 +249,7 @@ def _check_same_run(saved: dict, current: dict, out_dir: Path) -> None:
     settings added since the run was written take their defaults (which keep earlier models as they were);
     how many checkpoints are kept changes no update, and may differ; nor does the number of steps where the
     learning rate stays constant after warm-up in both (``final_lr_fraction`` 1: no update depends on the
-    total), so such a run continues to more steps (``plateau.train_to``, training in stages)."""
+    total), so such a run continues to more steps (``staged.train_to``, training in stages)."""
     current = json.loads(json.dumps(current))  # tuples as the saved JSON holds them: lists
     saved = {part: saved.get(part) for part in current}
     constant = all(isinstance(c["train"], dict) and c["train"].get("final_lr_fraction") == 1 for c in (saved, current))
@@ -432,8 +442,7 @@ def load_trained(out_dir, *, step: int | None = None) -> Transformer:
     if not (out_dir / "config.json").exists():
         raise ValueError(f"{out_dir} holds no config.json: not a training run folder")
     model_config = run_model_config(out_dir)
-    abstract_model = nnx.eval_shape(lambda: Transformer(model_config, rngs=nnx.Rngs(0)))
-    graphdef, abstract_params = nnx.split(abstract_model)
+    graphdef, abstract_params = model_skeleton(model_config)
     with _checkpoint_manager(out_dir, None) as manager:
         step = manager.latest_step() if step is None else step
         if step is None or step not in manager.all_steps():
@@ -489,24 +498,3 @@ def alpha_history(history: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     steps = np.array([e["step"] for e in entries], dtype=np.int64)
     alpha = np.array([[np.nan if a is None else a for a in e["alpha"]] for e in entries], dtype=np.float64)
     return steps, alpha
-
-
-def held_out_plateau(history: list[dict], last_fraction: float = 0.2) -> dict:
-    """How much the held-out loss still fell at the end of training: a criterion for "trained".
-
-    From a history's ``eval_bits_per_byte`` (step 0 and the last step included): ``share``, the drop
-    over the last ``last_fraction`` of the steps as a fraction of the whole drop from step 0 (the
-    loss at the start of that stretch interpolated linearly in steps between evaluations); with
-    ``initial``, ``at_last_stretch`` and ``final`` (bits per byte) and ``steps``. A share below 0.02
-    reads "levelled off" in the claims (``claims.PLATEAU_SHARE``).
-    """
-    evals = [(e["step"], e["eval_bits_per_byte"]) for e in history if "eval_bits_per_byte" in e]
-    if len(evals) < 2 or evals[0][0] != 0:
-        raise ValueError("the history needs held-out evaluations at step 0 and later")
-    steps, bits = (np.array(v, dtype=np.float64) for v in zip(*evals))
-    start = steps[-1] * (1 - last_fraction)
-    at_start = float(np.interp(start, steps, bits))
-    drop = bits[0] - bits[-1]
-    share = (at_start - bits[-1]) / drop if drop > 0 else float("inf")
-    return dict(share=float(share), initial=float(bits[0]), at_last_stretch=at_start, final=float(bits[-1]),
-                steps=int(steps[-1]), last_fraction=last_fraction)

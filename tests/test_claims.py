@@ -37,6 +37,7 @@ from nohair_jax.experiments import untrained_alpha as untrained_part
 from nohair_jax.experiments import untrained_vs_relay as rise_part
 from nohair_jax.fit import AlphaDifference, ExponentRise, FitRefused, PowerLawFit, PowerLawTolerance
 from nohair_jax.criteria import RISE_T_MIN
+from nohair_jax.plateau import Verdict
 from nohair_jax.reproduce import PARTS, all_claims
 
 CLAIMS = all_claims()
@@ -131,21 +132,23 @@ def untrained_alpha(*alphas, r2=0.99, deviation=(0.03, 0.01, 0.05), holdout=(0.0
     return untrained_part.Summary(rows=[untrained_part.Depth(depth=4, fits=fits, power_law=laws, relay_alpha=[0.5] * len(fits))])
 
 
-def trained_vs_untrained(trained, untrained, *, seeds=3, share=0.01, **bound):
-    """``seeds`` runs alike, each with a held-out loss whose last fifth of training fell by ``share`` of its drop."""
+def trained_vs_untrained(trained, untrained, *, seeds=3, levelled=True, **bound):
+    """``seeds`` runs alike, each stopped at 300 steps, its held-out loss ``levelled`` off there or not."""
     row = bound_check(**bound)["rows"][0]
     inside = dict(window=(32, 240))  # the fits the judges read: inside the 256-token context
-    return trained_part.Summary(settings=trained_part.Settings(steps=300, context=256), runs=[trained_part.Run(
-        seed=seed, plateau=plateau(share),
+    return trained_part.Summary(settings=trained_part.Settings(max_steps=400, context=256), runs=[trained_part.Run(
+        seed=seed, stop=300, folder=f"run{seed}", plateau=plateau(levelled),
         trained=[fit(0.3) for _ in trained], untrained=[fit(0.9) for _ in untrained],  # beyond it: not judged
         trained_in_context=[fit(a, **inside) for a in trained], untrained_in_context=[fit(a, **inside) for a in untrained],
         trained_minus_untrained_in_context=[difference(a - b) for a, b in zip(trained, untrained)], bound=row)
         for seed in range(seeds)])
 
 
-def plateau(share):
-    """A ``train.held_out_plateau`` record: 3.0 -> 1.0 bits per byte, ``share`` of the drop in the last fifth."""
-    return dict(share=share, initial=3.0, at_last_stretch=1.0 + 2 * share, final=1.0, steps=300, last_fraction=0.2)
+def plateau(levelled):
+    """The stopping rule's verdict at step 300 (``plateau.Verdict``): levelled off, or still falling."""
+    drop = 0.01 if levelled else 0.1
+    return Verdict(levelled, "levelled off" if levelled else "still falling", 300, start=150, n_evals=16, drop=drop,
+                   upper=drop + 0.01, standard_error=0.006, bits=2.0).to_dict()
 
 
 def bound_check(*, failures=(), holds=True, slope=-0.01, interval=(-0.02, 0.01), explicit_error=False):
@@ -221,18 +224,23 @@ def control_threshold(adversarial_reached, high=1.0, reached_all=1.0, grid_at_20
 DEFEATED_AT_1 = {0.5: 0.0, 1.0: 0.5, 2.0: 1.0, 20.0: 1.0}
 
 
-def biased(no_bias, bias, differences, steps=(0, 10, 150, 300), seeds=(0, 1, 2), share=0.01, half_width=0.05):
-    """The logit-bias experiment's in-context fits: one alpha per measured step for each run (intervals
-    +-``half_width``), and the bias-minus-no-bias difference's interval per step (None: not fitted)."""
+def biased(no_bias, bias, differences, steps=(0, 10, 150, 300), seeds=(0, 1, 2), levelled=True, half_width=0.05):
+    """The logit-bias experiment's in-context fits, alike for every seed: one alpha per measured step for each run
+    (intervals +-``half_width``; the last at the runs' stop), and the bias-minus-no-bias difference's interval per
+    step (None: not fitted)."""
     rows = [bias_part.Step(step=step, no_bias=fit(a, half_width),
                            bias=fit(b, half_width) if b is not None else FitRefused("floor").to_dict(),
                  difference=FitRefused("floor").to_dict() if d is None else AlphaDifference(
                      difference=(d[0] + d[1]) / 2, ci=tuple(d), alpha_a=b, alpha_b=a, t_range=(32, 240),
                      confidence=0.95).to_dict())
             for step, a, b, d in zip(steps, no_bias, bias, differences)]
-    return bias_part.Summary(seeds=list(seeds), runs=bias_part.Runs(bias=bias_part.Run(plateau=plateau(share)),
-                                                                      no_bias=bias_part.Run(plateau=plateau(share))),
-                              in_context=bias_part.InContext(t_max=240, steps_total=steps[-1], rows=rows))
+    def runs(name):
+        return [bias_part.Run(seed=seed, stop=steps[-1], folder=f"{name}{seed}", plateau=plateau(levelled),
+                              at_stop=rows[-1][name])
+                for seed in seeds]
+    return bias_part.Summary(seeds=list(seeds), runs=bias_part.Runs(bias=runs("bias"), no_bias=runs("no_bias")),
+                             in_context=bias_part.InContext(t_max=240, seeds=[bias_part.SeedSteps(seed=seed, rows=rows)
+                                                                              for seed in seeds]))
 
 
 EQUAL, BELOW = (-0.1, 0.1), (-0.8, -0.4)
@@ -318,11 +326,11 @@ CASES = {
                         NOT_MEASURED: untrained_alpha(0.9, None)},
     "trained_alpha": {"agree": trained_vs_untrained([0.6], [0.9]), "disagree": trained_vs_untrained([0.41], [0.9]),
                       NOT_MEASURED: trained_vs_untrained([0.6], [0.9], seeds=1),
-                      "not measured at this scale, still learning": trained_vs_untrained([0.6], [0.9], share=0.05)},
+                      "not measured at this scale, still learning": trained_vs_untrained([0.6], [0.9], levelled=False)},
     "trained_faster": {"agree": trained_vs_untrained([0.8, 0.7], [0.5, 0.4]),
                        "disagree": trained_vs_untrained([0.8, 0.3], [0.5, 0.43]),  # layer 2: -0.13, below 0
                        "not measured at this scale, across": trained_vs_untrained([0.8, 0.41], [0.5, 0.43]),
-                       NOT_MEASURED: trained_vs_untrained([0.8, 0.7], [0.5, 0.4], share=0.1)},
+                       NOT_MEASURED: trained_vs_untrained([0.8, 0.7], [0.5, 0.4], levelled=False)},
     "bound_conditions": {"agree": bound_check(), "disagree": bound_check(failures=["layer 2 attention norm: below"])},
     "bound_holds": {"agree": bound_check(), "disagree": bound_check(holds=False)},
     "trained_bound": {"agree": trained_vs_untrained([0.6], [0.3]),
@@ -341,7 +349,9 @@ CASES = {
     "no_bias_trained": {"agree": biased([0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
                         "disagree": biased([0.6, 0.7, 0.5, 0.41], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW]),
                         NOT_MEASURED: biased([0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW],
-                                             seeds=(0,))},
+                                             seeds=(0,)),
+                        "not measured at this scale, still learning": biased(
+                            [0.6, 0.7, 0.6, 0.62], [0.6, 0.0, -0.1, -0.2], [EQUAL, BELOW, BELOW, BELOW], levelled=False)},
     # Step 10 is the only one after step 0 in the first 5 % of 300 steps; intervals +-0.05 (+-0.05 widened for one step).
     # The bias acting from step 0 (step 0 already near 0) no longer makes the row undecidable.
     "bias_stops_decay": {"agree": biased([0.6, 0.7, 0.6, 0.6], [0.04, 0.02, -0.1, -0.2], [BELOW, BELOW, BELOW, BELOW]),
@@ -559,7 +569,7 @@ def test_the_direct_read_is_judged_as_a_bound_on_pairs_that_share_the_sink():
 # Formatting rule: a number is named in a text where ``f"{v:g}"`` stands as a number of its own ("0.1",
 # "10", "1.5"), or its percentage ``f"{100 * v:g}"`` followed by "%" ("5%", "10 %").
 
-CLAIM_MODULES = ("nohair_jax.criteria", "nohair_jax.experiments")
+CLAIM_MODULES = ("nohair_jax.criteria", "nohair_jax.experiments", "nohair_jax.plateau")  # plateau: "trained" is its rule
 # Literals a judge may hold without naming them: indices and signs, halves and rounding digits (-1 to 3),
 # and float rounding slack (below 1e-6). Any other number a judge decides with is a named constant.
 STRUCTURAL = {-1.0, 0.0, 1.0, 2.0, 3.0}
@@ -725,3 +735,18 @@ def test_dilution_necessary_names_the_real_model_test_of_it():
     """The row once said a real-model test of "dilution is necessary" was not built, after llm_bias_stops was."""
     criterion = next(c.criterion for c in CLAIMS if c.id == "dilution_necessary")
     assert "llm_bias_stops" in criterion and "not built" not in criterion
+
+
+def test_trained_counts_seeds_not_runs_and_is_decided_again_from_the_saved_numbers():
+    """``criteria.short_of_trained``: the logit-bias rows read two runs per seed (3 seeds, 6 runs: enough seeds,
+    never "6 seeds"); a verdict saved as levelled whose numbers miss the rule (a drop of 0.03 per doubling)
+    does not count, and the message names the run."""
+    from nohair_jax import criteria
+
+    runs = [dict(seed=seed, gamma=gamma, plateau=plateau(True)) for seed in range(3) for gamma in (None, 1.0)]
+    assert criteria.short_of_trained(runs) is None
+    assert criteria.short_of_trained(runs[:4]) == "2 seed(s) trained, 3 needed"
+    runs[3]["plateau"] = dict(runs[3]["plateau"], drop=0.03, upper=0.035)
+    assert criteria.short_of_trained(runs).startswith("seed 1 (logit bias gamma 1) not levelled off at 300 steps")
+    runs[3]["plateau"] = dict(share=0.01)  # a summary of the rule before this one
+    assert criteria.short_of_trained(runs) == "seed 1 (logit bias gamma 1): no stopping-rule verdict was saved"

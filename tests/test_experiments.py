@@ -105,3 +105,39 @@ def test_a_shared_first_token_changes_prompt_b_alone():
     np.testing.assert_array_equal(b[:, 0], pairs.prompts_a[:, 0])
     np.testing.assert_array_equal(b[:, 1:], pairs.prompts_b[:, 1:])
     assert a is pairs.prompts_a and c is pairs.continuations and not np.array_equal(pairs.prompts_b[:, 0], b[:, 0])
+
+
+def test_a_small_run_another_process_is_training_is_waited_for_then_read(tmp_path, monkeypatch):
+    """``experiments.small_run``: a run's folder in use (another part trains it) is waited for, not trained
+    twice side by side; the run's name holds the seed, the bias and a hash of its settings."""
+    import threading
+    import time
+
+    from nohair_jax import experiments
+    from nohair_jax.results import LOCK_NAME, folder_lock
+    from nohair_jax import staged
+
+    trained = []
+    monkeypatch.setattr(staged, "train_until_levelled", lambda *args, **kwargs: trained.append(args[3]) or ("model", "verdict"))
+    monkeypatch.setattr(experiments, "WAIT_S", 0.05)
+    p = experiments.SMALL_TRAINING["smoke"]
+    folder, *_ = experiments.small_run(tmp_path / "part", p, 0)
+    assert folder.parent == tmp_path / experiments.SMALL_RUNS and folder.name.startswith("no_bias_seed0_")
+    assert experiments.small_run(tmp_path / "part", p, 0, 1.0)[0].name.startswith("bias1_seed0_")
+    assert experiments.small_run(tmp_path / "part", dict(p, lr=1e-3), 0)[0] != folder  # other settings, another run
+
+    released = threading.Event()
+
+    def hold():
+        with folder_lock(folder):
+            released.wait(0.5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    while not (folder / LOCK_NAME).exists():
+        pass
+    trained.clear()
+    start = time.perf_counter()
+    assert experiments.small_run(tmp_path / "part", p, 0)[0] == folder
+    assert time.perf_counter() - start >= 0.45 and trained == [folder]  # trained (here: read back) after the holder
+    holder.join()

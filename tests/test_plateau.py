@@ -11,9 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from nohair_jax.plateau import (
-    MAX_DROP, WINDOW_KEY, check_stageable, levelled_off, next_steps, stage_ends, staged_config, window_bits,
-)
+from nohair_jax.plateau import MAX_DROP, WINDOW_KEY, levelled_off, next_steps, stage_ends
+from nohair_jax.staged import check_stageable, staged_config, window_bits
 from nohair_jax.train import TrainConfig
 
 N_WINDOWS = 32
@@ -67,7 +66,7 @@ def test_a_flat_curve_is_levelled():
     verdict = levelled_off(entries)
     assert verdict.levelled and verdict.reason.startswith("levelled off")
     assert abs(verdict.drop) < 0.01 and verdict.upper < 2 * MAX_DROP
-    # What a staged run records (``plateau.train_to``): per-window values at the doubling's two ends only.
+    # What a staged run records (``staged.train_to``): per-window values at the doubling's two ends only.
     ends_only = [{k: v for k, v in e.items() if k != WINDOW_KEY or e["step"] in (800, 1600)} for e in entries]
     assert levelled_off(ends_only) == verdict
 

@@ -49,6 +49,10 @@ def test_tiny_profile_end_to_end(tmp_path, capsys):
             assert f"alt='{part.name}/{figure}'" in page
     assert page.count("data:image/png;base64,") == sum(len(p.figures) for p in rep.PARTS)
 
+    # The two small trainings' parts read one unbiased run per seed, trained once (experiments.small_run).
+    runs = sorted(path.name.rsplit("_", 1)[0] for path in (tmp_path / "small_training").iterdir())
+    assert runs == ["bias1_seed0", "no_bias_seed0"], runs
+
     # The claims read the parts' own numbers: the untrained interval is the deepest model's last layer.
     last = load_json(tmp_path / "untrained_alpha" / "summary.json")["rows"][-1]["fits"][-1]
     row = next(c for c in saved if c["id"] == "untrained_alpha")

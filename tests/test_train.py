@@ -162,7 +162,7 @@ def test_resume_refuses_a_different_configuration(corpus, straight):
 
 def test_a_constant_rate_run_continues_to_more_steps_as_one_run(corpus, tmp_path):
     """With the rate constant after warm-up (``final_lr_fraction`` 1) no update depends on the total steps, so
-    a run continued from 10 to 20 steps (training in stages, ``plateau.train_to``) is the run trained straight
+    a run continued from 10 to 20 steps (training in stages, ``staged.train_to``) is the run trained straight
     to 20, bit for bit; a run whose cosine reaches its end at ``steps`` refuses more steps, naming them."""
     constant = dataclasses.replace(TRAIN, final_lr_fraction=1.0)
     tr.train(MODEL, dataclasses.replace(constant, steps=10), corpus, tmp_path / "staged", progress=False)
@@ -221,15 +221,15 @@ def test_offsets_callback_refuses_continuations_too_short_for_its_fit_window():
     tr.offsets_callback(nh.random_prompt_pairs(0, 2, 4, 16, 256), fit_kwargs={"t_min": 2})  # a window that fits
 
 
-def test_held_out_plateau_reads_the_last_fifth_of_the_drop():
-    from nohair_jax.train import held_out_plateau
-
-    # 4.0 -> 1.0 bits per byte; at step 80 (the last fifth of 100 steps starts there) 1.3, interpolated
-    # between the evaluations at 50 (1.6) and 100 (1.0): the last fifth lowered it by 0.24 of 3.0.
-    history = [dict(step=0, eval_bits_per_byte=4.0), dict(step=10, loss=2.0), dict(step=50, eval_bits_per_byte=1.6),
-               dict(step=100, eval_bits_per_byte=1.0)]
-    result = held_out_plateau(history)
-    assert result["at_last_stretch"] == pytest.approx(1.24) and result["share"] == pytest.approx(0.24 / 3.0)
-    assert held_out_plateau([dict(step=0, eval_bits_per_byte=2.0), dict(step=5, eval_bits_per_byte=2.5)])["share"] == float("inf")
-    with pytest.raises(ValueError, match="step 0"):
-        held_out_plateau(history[1:])
+def test_one_optimizer_per_update_rule_so_seeds_and_stages_share_the_compiled_step():
+    """The jitted step takes the optimizer as a static argument: a new object per seed or per stage of a run
+    continued to more steps compiled the step again (two compilations per staged run, measured)."""
+    constant = tr.TrainConfig(steps=40, warmup_steps=4, final_lr_fraction=1.0)
+    same = [dataclasses.replace(constant, seed=3), dataclasses.replace(constant, steps=80, batch_size=2, eval_every=5)]
+    assert all(tr.optimizer(cfg) is tr.optimizer(constant) for cfg in same)
+    cosine = tr.TrainConfig(steps=40, warmup_steps=4)
+    assert tr.optimizer(dataclasses.replace(cosine, seed=3)) is tr.optimizer(cosine)
+    for changed in (dict(steps=80), dict(lr=1e-3), dict(warmup_steps=5), dict(weight_decay=0.0)):
+        assert tr.optimizer(dataclasses.replace(cosine, **changed)) is not tr.optimizer(cosine), changed
+    schedule = tr.lr_schedule(constant)
+    assert [float(schedule(s)) for s in (0, 2, 4, 40, 79)] == pytest.approx([0, 1e-3, 2e-3, 2e-3, 2e-3], rel=1e-6)

@@ -15,7 +15,7 @@ from nohair_jax.checkpoints.families import Architecture, _expand, architecture
 from nohair_jax.checks import check_int, physical_memory
 from nohair_jax.config import TransformerConfig
 from nohair_jax.metadata import CheckpointError, check_config
-from nohair_jax.model import Transformer
+from nohair_jax.model import Transformer, model_skeleton
 
 FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
 
@@ -157,13 +157,12 @@ def build_model(
 ) -> Transformer:
     """The ``Transformer`` of ``cfg`` with the checkpoint's tensors, every problem found first.
 
-    The model's skeleton is built without allocating weights (``nnx.eval_shape``); the tensors
+    The model's skeleton is built without allocating weights (``model.model_skeleton``); the tensors
     (``headers``: name -> (file, shape, dtype)) are matched against it, and only when every one fits
     is each read once with ``read(name) -> numpy`` (in the checkpoint's layout), converted on the host
     to the model's dtype and put on the device.
     """
-    abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
-    graphdef, state = nnx.split(abstract)
+    graphdef, state = model_skeleton(cfg)
     flat = nnx.to_flat_state(state)
     shapes = {_dotted(path): var.get_value().shape for path, var in flat}
     plan, problems = _plan(arch, cfg, headers, shapes, readable)
