@@ -169,14 +169,15 @@ def draw(out: Path) -> None:
     for name, style in (("no_bias", "C0"), ("bias", "C3")):
         r = summary["runs"][name][0]
         alpha = np.asarray(r["alpha"], dtype=float)
-        ax_alpha.semilogx(np.maximum(r["steps"], 1), alpha[:, -1], "o-", color=style, label=f"{name}, layer {p['depth']}")
-        ax_alpha.semilogx(np.maximum(r["steps"], 1), alpha[:, 0], "o:", color=style, ms=3, label=f"{name}, layer 1")
+        ax_alpha.plot(r["steps"], alpha[:, -1], "o-", color=style, label=f"{name}, layer {p['depth']}")
+        ax_alpha.plot(r["steps"], alpha[:, 0], "o:", color=style, ms=3, label=f"{name}, layer 1")
         for ax, step in zip(ax_curves, (r["steps"][1], r["stop"])):
             with np.load(out / r["folder"] / f"offsets_step{step}.npz") as data:
                 ax.loglog(data["t"], nh.summary_curve(data["l2"][:, -1]), color=style, label=f"{name}, step {step}")
     ax_alpha.axhline(0, color="grey", lw=0.8)
-    ax_alpha.set(xlabel="training step (step 0 drawn at 1)", ylabel=f"alpha (t in [{T_MIN}, T])",
-                 title="alpha against training step")
+    ax_alpha.set_xscale("symlog", linthresh=1)  # logarithmic from step 1, step 0 kept
+    ax_alpha.set_xlim(left=0)
+    ax_alpha.set(xlabel="training step", ylabel=f"alpha (t in [{T_MIN}, T])", title="alpha against training step")
     ax_alpha.legend(fontsize=7)
     for ax, when in zip(ax_curves, ("the first measured step after 0", "the stop")):
         ax.set(xlabel="t", ylabel=f"offset, layer {p['depth']}", title=f"offsets at {when}")
