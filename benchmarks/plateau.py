@@ -9,17 +9,18 @@ folder, so the stopped run stays as it was) and measured again on the same pairs
 (and written as JSON): the stages with their drops per doubling, both alphas of every layer side by side,
 whether the second lies inside the first's interval, and the paired interval of their difference.
 
-    python benchmarks/plateau.py                       # the benchmark: 15 to 45 minutes, by where the rule stops
+    python benchmarks/plateau.py                       # the benchmark: about 90 minutes (stop at 51,200)
     python benchmarks/plateau.py --smoke               # tiny sizes, 1 to 2 minutes: the code path only
     python benchmarks/plateau.py --throughput          # CPU seconds per training step at candidate sizes
     python benchmarks/plateau.py --set d_model=32 --out results/plateau_d32   # another candidate profile
 
 Its time: 2 S training steps at about 0.05 CPU seconds each with the evaluations (width 64, depth 2, one
-core) and a compilation per stage: about 45 minutes at the budget's S = 25,600 (the full profile's model
-did not level off before it, docs/benchmarks.md). Resumable: the training runs resume from their
-checkpoints and finished measurements are read back from ``--out``. ``--throughput`` times ``train.train`` on one core (this process pinned to it, as
-``nohair reproduce --jobs 2`` pins each part) in CPU seconds, which a busy machine inflates less than
-wall time, at each size of ``THROUGHPUT_GRID``, and one offsets measurement per width and depth.
+core) and a compilation per stage: about 90 minutes where the rule stops the full profile's model, at
+S = 51,200 (docs/benchmarks.md). Resumable: the training runs resume from their
+checkpoints and finished measurements are read back from ``--out``. ``--throughput`` times ``train.train``
+on one core (this process pinned to it, as ``nohair reproduce --jobs 2`` pins each part) in CPU seconds,
+which a busy machine inflates less than wall time, at each size of ``THROUGHPUT_GRID``, and one offsets
+measurement per width and depth.
 """
 
 from __future__ import annotations

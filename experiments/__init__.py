@@ -131,7 +131,7 @@ SMALL_TRAINING = {
     "quick": dict(d_model=64, depth=2, context=128, batch_size=8, lr=5e-3, warmup_steps=16, eval_every=8,
                   eval_windows=32, first=64, max_steps=128, prompt_len=16, length=1024, n_pairs=8, measure_at=(2, 3)),
     "full": dict(d_model=64, depth=2, context=128, batch_size=8, lr=5e-3, warmup_steps=100, eval_every=50,
-                 eval_windows=200, first=800, max_steps=25600, prompt_len=16, length=1024, n_pairs=32,
+                 eval_windows=200, first=800, max_steps=51200, prompt_len=16, length=1024, n_pairs=32,
                  measure_at=(10, 25, 50, 100)),
 }
 SMALL_RUNS = "small_training"  # the folder beside the parts' folders where the runs live

@@ -131,9 +131,9 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
         "sinks": ("quick", {}),
     },
 }
-# "full" is sized for two hours on two CPU cores with --jobs 2 (docs/results.md): the two small trainings at
-# their full profile (3 seeds, each trained until its held-out loss levels off, docs/benchmarks.md), the real
-# model at T 1024 (its own quick profile: 16 pairs from distinct texts), the rest as "quick".
+# "full": the two small trainings at their full profile (3 seeds, each trained until its held-out loss levels
+# off), the real model at T 1024 (its own quick profile: 16 pairs from distinct texts), the rest as "quick";
+# about 2.5 hours on two CPU cores with --jobs 2, estimated from its parts (docs/benchmarks.md).
 PLANS["full"] = dict(PLANS["quick"], real_model=("quick", {}), trained_vs_untrained=("full", {}), logit_bias=("full", {}))
 
 
