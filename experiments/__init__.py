@@ -138,34 +138,49 @@ SMALL_RUNS = "small_training"  # the folder beside the parts' folders where the 
 WAIT_S = 5.0  # how often a part waiting for a run another part trains looks again
 
 
-def small_run(out: Path, p: dict, seed: int, gamma: float | None = None, *, progress: bool = True):
-    """The small model of profile ``p`` (the keys of ``SMALL_TRAINING``; RoPE; ``gamma``: the prompt logit bias's
-    strength, None: none) trained from ``seed`` until its held-out loss levels off (``staged.train_until_levelled``)
-    and measured on the profile's held-out text pairs (``offsets_step<s>.npz`` at step 0, ``measure_at`` and
-    every stage's end up to the stop). Returns (its folder, ``TrainResult`` at the stop, ``plateau.Verdict``).
+def small_model_config(p: dict, gamma: float | None = None):
+    """The small model of profile ``p`` (the keys of ``SMALL_TRAINING``): RoPE, the prompt logit bias at ``gamma``
+    (None: none)."""
+    from nohair_jax.config import PromptLogitBias, default_config
 
-    The run lives in ``out.parent / SMALL_RUNS / <name>``, its name holding a hash of everything that determines
-    it, so the parts that train the same run (a seed's unbiased run, in trained_vs_untrained and logit_bias)
-    train it once: a process that finds the run's folder in use waits for it, then reads it back (resumable, as
-    every training run here)."""
+    bias = None if gamma is None else PromptLogitBias(p["prompt_len"], gamma)
+    return default_config(p["depth"], d_model=p["d_model"], position="rope", prompt_logit_bias=bias)
+
+
+def small_run_folder(out: Path, p: dict, seed: int, gamma: float | None = None) -> Path:
+    """Where ``small_run`` keeps the run: ``out.parent / SMALL_RUNS / <bias>_seed<k>_<hash>``, the hash over every
+    setting of ``SMALL_TRAINING``, the seed, the model's config and the corpus (its Python version among them)."""
     import hashlib
     import json
+
+    from nohair_jax.data import stdlib_corpus
+
+    settings = {k: p[k] for k in SMALL_TRAINING["full"]}
+    key = json.dumps(dict(settings, seed=seed, model=small_model_config(p, gamma).to_dict(),
+                          corpus=stdlib_corpus().to_dict()), sort_keys=True)
+    bias = "no_bias" if gamma is None else f"bias{gamma:g}"
+    return out.parent / SMALL_RUNS / f"{bias}_seed{seed}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def small_run(out: Path, p: dict, seed: int, gamma: float | None = None, *, progress: bool = True):
+    """The small model of profile ``p`` (``small_model_config``) trained from ``seed`` until its held-out loss
+    levels off (``staged.train_until_levelled``) and measured on the profile's held-out text pairs
+    (``offsets_step<s>.npz`` at step 0, ``measure_at`` and every stage's end up to the stop). Returns (its
+    folder, ``TrainResult`` at the stop, ``plateau.Verdict``).
+
+    The run lives in ``small_run_folder``, named by everything that determines it, so the parts that train the
+    same run (a seed's unbiased run, in trained_vs_untrained and logit_bias) train it once: a process that finds
+    the run's folder in use waits for it, then reads it back (resumable, as every training run here)."""
     import time
 
-    from nohair_jax.config import PromptLogitBias, default_config
     from nohair_jax.data import heldout_prompt_pairs, stdlib_corpus
     from nohair_jax.plateau import stage_ends
     from nohair_jax.staged import STAGE_KEYS, staged_config, train_until_levelled
     from nohair_jax.train import offsets_callback
 
-    bias = None if gamma is None else PromptLogitBias(p["prompt_len"], gamma)
-    model_cfg = default_config(p["depth"], d_model=p["d_model"], position="rope", prompt_logit_bias=bias)
-    corpus = stdlib_corpus()
-    run = {k: p[k] for k in SMALL_TRAINING["full"]}
-    key = json.dumps(dict(run, seed=seed, model=model_cfg.to_dict(), corpus=corpus.to_dict()), sort_keys=True)
-    name = f"{'no_bias' if gamma is None else f'bias{gamma:g}'}_seed{seed}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     out.mkdir(parents=True, exist_ok=True)  # the summary names the run's folder relative to the part's
-    folder = out.parent / SMALL_RUNS / name
+    folder = small_run_folder(out, p, seed, gamma)
+    corpus = stdlib_corpus()
     pairs = heldout_prompt_pairs(corpus, 1, p["n_pairs"], p["prompt_len"], p["length"])
     steps = sorted({0, *p["measure_at"], *stage_ends(p["first"], p["max_steps"])})
     cfg = staged_config(**{k: p[k] for k in STAGE_KEYS}, seed=seed)
@@ -173,8 +188,8 @@ def small_run(out: Path, p: dict, seed: int, gamma: float | None = None, *, prog
         try:
             with folder_lock(folder):
                 result, verdict = train_until_levelled(
-                    model_cfg, cfg, corpus, folder, first=p["first"], max_steps=p["max_steps"], progress=progress,
-                    callbacks=[(steps, offsets_callback(pairs, save_dir=folder))])
+                    small_model_config(p, gamma), cfg, corpus, folder, first=p["first"], max_steps=p["max_steps"],
+                    progress=progress, callbacks=[(steps, offsets_callback(pairs, save_dir=folder))])
             return folder, result, verdict
         except FolderBusyError:  # another part trains this run now: read it back when it is done
             time.sleep(WAIT_S)

@@ -128,7 +128,7 @@ def levelled_off(history: list[dict], *, max_drop: float = MAX_DROP, confidence:
     upper = drop + _t_quantile(confidence, dof) * se
     levelled = counts_as_levelled(drop, upper, max_drop)
     numbers = (f"drop per doubling {drop:+.4f} bits per byte over [{start:g}, {step}] (standard error {se:.4f}, "
-               f"one-sided {confidence:.0%} upper bound {upper:+.4f}, {len(inside)} evaluations)")
+               f"one-sided {confidence * 100:g} % upper bound {upper:+.4f}, {len(inside)} evaluations)")
     if levelled:
         why = "the loss rose" if drop < 0 else f"below {max_drop:g}, upper bound below {2 * max_drop:g}"
         reason = f"levelled off: {numbers}; {why}"

@@ -141,3 +141,19 @@ def test_a_small_run_another_process_is_training_is_waited_for_then_read(tmp_pat
     assert experiments.small_run(tmp_path / "part", p, 0)[0] == folder
     assert time.perf_counter() - start >= 0.45 and trained == [folder]  # trained (here: read back) after the holder
     holder.join()
+
+
+def test_the_two_training_parts_share_each_seeds_unbiased_run_at_every_profile(tmp_path):
+    """trained_vs_untrained and logit_bias read one unbiased run per seed (``experiments.small_run_folder``):
+    at every reproduction profile their settings name the same runs, the biased ones apart."""
+    from nohair_jax import experiments
+
+    for profile in reproduce.PLANS:
+        settings = {name: reproduce.part_config(name, profile)["settings"] for name in ("trained_vs_untrained", "logit_bias")}
+        tvu, bias = settings["trained_vs_untrained"], settings["logit_bias"]
+        assert tvu["seeds"] == bias["seeds"], profile
+        for seed in tvu["seeds"]:
+            shared = experiments.small_run_folder(tmp_path / "trained_vs_untrained", tvu, seed)
+            assert shared == experiments.small_run_folder(tmp_path / "logit_bias", bias, seed), (profile, seed)
+            assert shared != experiments.small_run_folder(tmp_path / "logit_bias", bias, seed, 1.0)
+    assert reproduce.part_config("logit_bias", "full")["settings"]["seeds"] == [0, 1, 2]
