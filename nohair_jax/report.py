@@ -6,7 +6,13 @@ table (identities and implementation tests: pass or fail, never counted as agree
 from __future__ import annotations
 
 import base64
+import datetime
 import html
+import os
+import platform
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 from nohair_jax.claims import CHECK, CLAIM, NOT_MEASURED, VERDICTS, judge_claims
@@ -80,6 +86,45 @@ def _html(claims: list[dict], sections: list[dict], header: str, out: Path) -> s
            f"<body>{''.join(body)}</body></html>\n"
 
 
+def provenance() -> dict:
+    """What produced a report: this process's command line, the repository's commit (None outside a git
+    checkout; ``local_changes``: tracked files differ from it), the machine (platform, CPU model, the CPUs
+    this process may use, memory), Python's and JAX's versions and JAX's backend, and the date (UTC)."""
+    import jax
+
+    from nohair_jax.workers import available_cpus
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    cpu = platform.processor() or platform.machine()
+    if Path("/proc/cpuinfo").exists():
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else None
+    return dict(command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), commit=commit,
+                local_changes=None if commit is None else bool(git("status", "--porcelain", "--untracked-files=no")),
+                machine=dict(platform=platform.platform(), cpu=cpu, cpus=len(available_cpus()),
+                             memory_gib=None if memory is None else round(memory, 1)),
+                python=platform.python_version(), jax=jax.__version__, backend=jax.default_backend(),
+                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def _provenance_text(made: dict) -> str:
+    commit = "outside a git checkout" if made["commit"] is None else (
+        f"commit {made['commit'][:12]}" + (" with local changes" if made["local_changes"] else ""))
+    machine = made["machine"]
+    return (f"Made by `{made['command']}` at {commit}, on {machine['cpus']} CPU(s) ({machine['cpu']}, "
+            f"{machine['memory_gib']} GiB, {machine['platform']}; Python {made['python']}, JAX {made['jax']} on "
+            f"{made['backend']}), finished {made['date']}.")
+
+
 def write_report(out: Path, profile: str, parts, claims, summaries: dict, statuses: dict) -> list[dict]:
     """Write claims.json, report.md and report.html into ``out``; returns the claims table.
 
@@ -89,7 +134,8 @@ def write_report(out: Path, profile: str, parts, claims, summaries: dict, status
     one line on how it ran (a part without one gets no section)."""
     absent = {name: status for name, status in statuses.items() if name not in summaries}
     claims = _with_figures(judge_claims(claims, summaries, absent), parts, out)
-    save_json(out / "claims.json", dict(profile=profile, claims=claims))
+    made = provenance()
+    save_json(out / "claims.json", dict(profile=profile, provenance=made, claims=claims))
     sections = []
     for part in parts:
         if part.name not in statuses:
@@ -102,7 +148,7 @@ def write_report(out: Path, profile: str, parts, claims, summaries: dict, status
               f"{counts[NOT_MEASURED]} not measured at this scale; {checks.count('agree')} of {len(checks)} checks pass "
               f"({checks.count('disagree')} fail). Raw offsets of every measured model are the "
               "`offsets*.npz` files under each part's folder (arrays `t`, `l2` [n_pairs, L+1, T]; fits and windows "
-              "in the JSON beside them).")
+              f"in the JSON beside them).\n\n{_provenance_text(made)}")
     for name, text in (("report.md", _markdown(claims, sections, header)),
                        ("report.html", _html(claims, sections, header.split("\n")[0], out))):
         with atomic_path(out / name) as tmp:

@@ -2,6 +2,7 @@
 reruns reuse finished parts, a changed configuration or an interrupted part runs again."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ def test_tiny_profile_end_to_end(tmp_path, capsys):
 
     report = (tmp_path / "report.md").read_text()
     page = (tmp_path / "report.html").read_text()
+    assert load_json(tmp_path / "claims.json")["provenance"]["command"] in report  # what produced it, in its header
     for c in saved:
         assert c["claim"].replace("|", "\\|") in report
         shown = {"agree": "pass", "disagree": "fail"}.get(c["verdict"], c["verdict"]) if c["kind"] == "check" else c["verdict"]
@@ -187,3 +189,20 @@ def test_a_part_failing_side_by_side_is_one_line_and_the_other_part_finishes(tmp
     assert "Traceback" not in "\n".join(err)
     assert (tmp_path / "direct_vs_relay" / "part.json").exists()
     assert not (tmp_path / "report.md").exists()
+
+
+def test_the_report_says_what_produced_it():
+    """``report.provenance``: the commit is the checkout's own (a report committed to docs/results/ names it),
+    and the header names the command, the commit and the machine."""
+    import platform
+    import subprocess
+
+    from nohair_jax.report import _provenance_text, provenance
+
+    made = provenance()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(rep.__file__).parent, capture_output=True, text=True)
+    assert made["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    assert made["python"] == platform.python_version() and made["machine"]["cpus"] >= 1 and made["backend"] == "cpu"
+    text = _provenance_text(made)
+    assert made["command"] in text and made["machine"]["cpu"] in text
+    assert (made["commit"] is None) or made["commit"][:12] in text
