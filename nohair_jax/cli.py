@@ -640,7 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="run every experiment and write a report that answers each claim of the papers")
     p.add_argument("--profile", choices=sorted(PLANS), default="quick",
                    help="quick: about 13 minutes on 2 CPU cores (default); full: the small models trained until their "
-                        "held-out loss levels off, 3 seeds (about 2.5 hours on 2 CPU cores, estimated); tiny: a smoke test")
+                        "held-out loss levels off, 3 seeds (about 3 hours on 2 CPU cores, estimated); tiny: a smoke test")
     p.add_argument("--only", action="append", choices=PART_NAMES, metavar="PART",
                    help=f"run only this part (repeatable): {', '.join(PART_NAMES)}")
     p.add_argument("--force", action="store_true", help="rerun parts even when finished with the same configuration")

@@ -133,7 +133,7 @@ PLANS: dict[str, dict[str, tuple[str, dict]]] = {
 }
 # "full": the two small trainings at their full profile (3 seeds, each trained until its held-out loss levels
 # off), the real model at T 1024 (its own quick profile: 16 pairs from distinct texts), the rest as "quick";
-# about 2.5 hours on two CPU cores with --jobs 2, estimated from its parts (docs/benchmarks.md).
+# about 3 hours on two CPU cores with --jobs 2, estimated from its parts (docs/benchmarks.md).
 PLANS["full"] = dict(PLANS["quick"], real_model=("quick", {}), trained_vs_untrained=("full", {}), logit_bias=("full", {}))
 
 
