@@ -51,7 +51,7 @@ PROFILES = {
 }
 RUNS = {"bias": 1.0, "no_bias": None}  # name: gamma
 T_MIN = 32  # the in-context fits' window start: t in [T_MIN, C - P]
-TRAINED_RANGE = (0.55, 0.7)  # the paper's alpha of trained models without the bias
+TRAINED_RANGE = criteria.TRAINED_RANGE  # the paper's alpha of trained models, here without the bias
 
 
 class Run(TypedDict):

@@ -80,7 +80,7 @@ PROFILES = {
                  fit_t_min=32, n_boot=1000, bias_gammas=(0.25, 0.5, 1.0), bias_pairs=16, split_pairs=16,
                  response_pairs=16, n_random=4),
 }
-PAPER = dict(trained=(0.55, 0.7), untrained=(0.2, 0.5))
+PAPER = dict(trained=criteria.TRAINED_RANGE, untrained=criteria.UNTRAINED_RANGE)
 BIAS_GAMMA = 1.0  # the bias strength llm_bias_stops judges, chosen beforehand; the others are reported beside
 SYSTEM_PROMPTS = (
     "<|im_start|>system\nYou are a pirate. Answer every question the way an old sea pirate would.<|im_end|>\n",

@@ -34,7 +34,7 @@ import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.bound import BoundRow, NotApplicable, check_bound, check_row, explicit_from_saved
 from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, paired_difference_or_refuse
-from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, Record, part_claims_text
+from nohair_jax.claims import Claim, Judgement, Record, part_claims_text
 from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -44,8 +44,8 @@ PROFILES = {
     "quick": dict(SMALL_TRAINING["quick"], seeds=(0,)),
     "full": dict(SMALL_TRAINING["full"], seeds=(0, 1, 2)),
 }
-TRAINED_RANGE = (0.55, 0.7)  # the paper's alpha of trained models
-PAPER = dict(trained=TRAINED_RANGE, untrained=(0.2, 0.5))
+TRAINED_RANGE = criteria.TRAINED_RANGE
+PAPER = dict(trained=TRAINED_RANGE, untrained=criteria.UNTRAINED_RANGE)
 
 
 class Run(TypedDict):
@@ -93,11 +93,11 @@ def run(profile: str, out: Path, seeds: tuple[int, ...] | None = None, settings:
         start = time.perf_counter()
         run_dir, result, verdict = small_run(out, p, seed)
         stop = verdict.step
-        measured, in_context, curves = {}, {}, {}
+        measured = {e["step"]: e["offset_fits"] for e in result.history if "offset_fits" in e}  # on [32, T]
+        in_context, curves = {}, {}
         for step in (0, stop):
             with np.load(run_dir / f"offsets_step{step}.npz") as data:
                 curves[step] = (data["t"], data["l2"], data["floor"])
-            measured[step] = [fit.to_dict() for fit in nh.fit_layers(*curves[step])]
             in_context[step] = [fit.to_dict() for fit in nh.fit_layers(*curves[step], t_max=p["context"] - p["prompt_len"])]
         # The bound on the trained model, inside its training context: conditions, explicit bound, shape test.
         inside = nh.PromptPairs(pairs.prompts_a, pairs.prompts_b, pairs.continuations[:, : p["context"] - p["prompt_len"]])

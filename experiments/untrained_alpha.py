@@ -31,7 +31,7 @@ from nohair_jax.results import load_json, save_figure, save_json
 POWER_LAW_TOLERANCE = 0.10  # "approximately a power law": largest |log residual| at most 0.10 (about 10 %)
 POWER_LAW_TOLERANCES = (0.05, 0.10, 0.20)  # the verdict at each, so a reader sees how it depends on the tolerance
 MIN_DECADES = 1.5  # a power law is only judged over a window of at least this many decades of t
-UNTRAINED_RANGE = (0.2, 0.5)  # the paper's alpha of untrained models
+UNTRAINED_RANGE = criteria.UNTRAINED_RANGE
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
     "quick": dict(depths=(1, 2, 4, 6), d_model=128, prompt_len=16, length=2048, n_pairs=16),

@@ -24,6 +24,8 @@ from nohair_jax.fit import AlphaDifference, FitRefused, PowerLawFit, bonferroni,
 from nohair_jax.plateau import CONFIDENCE, MAX_DROP, counts_as_levelled
 
 EQUIVALENCE_MARGIN = 0.1  # "no effect" on alpha: the whole interval of the difference inside +-0.1
+TRAINED_RANGE = (0.55, 0.7)  # the papers' alpha of trained models
+UNTRAINED_RANGE = (0.2, 0.5)  # the papers' alpha of untrained models
 
 
 def judged(measured: str, interval, ok: bool, **evidence) -> Judgement:
@@ -152,7 +154,10 @@ def short_of_trained(runs: list[dict]) -> str | None:
         if verdict is None or "drop" not in verdict:
             reasons.append(f"{name}: no stopping-rule verdict was saved")
         elif not counts_as_levelled(verdict["drop"], verdict["upper"]):
-            reasons.append(f"{name} not levelled off at {verdict['step']} steps: {verdict['reason']}")
+            numbers = ("no drop fitted" if verdict["drop"] is None else f"drop per doubling {verdict['drop']:+.4f}, "
+                       f"upper bound {verdict['upper']:+.4f} bits per byte")
+            reasons.append(f"{name} not levelled off at {verdict['step']} steps ({numbers}; levelled: below "
+                           f"{MAX_DROP:g} and {2 * MAX_DROP:g}): {verdict['reason']}")
     return "; ".join(reasons) or None
 
 

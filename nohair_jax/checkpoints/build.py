@@ -108,9 +108,9 @@ def _check_size(hf: dict, dtype: str, where: str, names: dict[str, str]) -> None
     """CheckpointError naming the config's sizes where its parameters cannot fit in this machine's memory.
 
     Checked before anything is built from the config: a config of 10^9 layers would otherwise have its family's
-    per-layer lists and the model's skeleton built (``nnx.eval_shape``, whose time grows with the square of the
-    layer count) until the machine gives out. The count is a lower bound (each layer's two MLP projections and
-    the embedding), so that no model that fits is refused.
+    per-layer lists and the model's skeleton built (``model.model_skeleton``: ``nnx.eval_shape``, whose time
+    grows with the square of the layer count) until the machine gives out. The count is a lower bound (each
+    layer's two MLP projections and the embedding), so that no model that fits is refused.
     """
     keys = SIZE_KEYS.get(hf["model_type"], DEFAULT_SIZE_KEYS)
     values = [hf.get(key) for key in keys]
