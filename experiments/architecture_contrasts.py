@@ -33,7 +33,8 @@ from tqdm.auto import tqdm
 import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.bound import measure_conditions
-from nohair_jax.claims import CHECK, NOT_MEASURED, Claim, Judgement, Record
+from nohair_jax.parts import Part
+from nohair_jax.claims import CHECK, NOT_MEASURED, Claim, Judgement, PartSummary, Record
 from nohair_jax.config import PromptLogitBias, default_config
 from nohair_jax.fit import AlphaDifference, FitRefused, bonferroni, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.experiments import script_main, short_training
@@ -47,6 +48,12 @@ PROFILES = {
     "full": dict(d_model=128, depth=4, init_seeds=(0, 1, 2, 3, 4), steps=1500, batch_size=16, context=256,
                  prompt_len=16, length=4096, n_pairs=32, window=128, gammas=(0.25, 0.5, 1.0, 2.0), t_min=32, n_boot=1000),
 }
+
+PART = Part(order=14, title="Architecture contrasts (the project's own comparison)", figures=("contrasts.png",),
+            about="One architecture changed one choice at a time (post-LN, no positions, ALiBi, a sliding window, "
+                  "QK-norm, the logit bias at several gamma), at init over seeds and after the same short training, "
+                  "on the same pairs.")
+
 BASELINE = "pre-LN, RoPE"
 
 
@@ -94,14 +101,11 @@ class Variant(TypedDict):
     relay_applies: NotRequired[bool]
 
 
-class Summary(TypedDict):
+class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``): ``variants``
     by name (``BASELINE``, "ALiBi", "window <W>", "logit bias <gamma>", ...)."""
 
     variants: dict[str, Variant]
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
-    model: NotRequired[dict]
     corpus: NotRequired[dict]
     baseline: NotRequired[str]
     relay_model: NotRequired[list[Record]]

@@ -15,14 +15,14 @@ Writes ``<out>/depth_<L>/{bound.npz, bound.json, bound.png}``, ``<out>/summary.j
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from nohair_jax import criteria
 from nohair_jax.bound import BoundRow, NotApplicable, ShapeCheck, check_bound, check_row, explicit_from_saved, shape_from_dict
-from nohair_jax.claims import CHECK, Claim, Judgement
+from nohair_jax.parts import Part
+from nohair_jax.claims import CHECK, Claim, Judgement, PartSummary
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -32,15 +32,15 @@ PROFILES = {
     "full": dict(depths=(1, 2, 4, 6), d_model=256, prompt_len=16, length=4096, n_pairs=32),
 }
 
+PART = Part(order=7, title="The no-hair bound on untrained models", figures=("bound_margins.png",),
+            about="The theorem's conditions measured and the explicit bound held against the measured offsets.")
 
-class Summary(TypedDict):
+
+class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``): one
     ``BoundRow`` per depth."""
 
     rows: list[BoundRow]
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
-    seed: NotRequired[int]
 
 
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:

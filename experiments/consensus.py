@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from nohair_jax import criteria
 from nohair_jax import dynamics as dyn
 from nohair_jax import token_dynamics as td
+from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, NOT_MEASURED, Claim
 from nohair_jax.experiments import control_threshold, experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
@@ -40,6 +41,12 @@ PROFILES = {
     "full": dict(draws=2048, n=32, d=3, steps=4000, dt=0.01, gain=40.0, heads=(1, 2, 4, 8), clusters=(2, 3), eps=0.1,
                  records=200),
 }
+
+PART = Part(order=11, title="Token dynamics: consensus and clusters under a feed-forward control",
+            figures=("trajectories.png", "measures.png"),
+            about="Self-attention as interacting particles on the sphere, many random (Q, K, V) draws, with and "
+                  "without the control.",
+            quick=("quick", dict(draws=128)))
 
 
 def conditions(p: dict) -> list[dict]:

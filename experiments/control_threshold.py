@@ -35,6 +35,7 @@ from typing import NotRequired, TypedDict
 import numpy as np
 
 from nohair_jax import criteria
+from nohair_jax.parts import Part
 from nohair_jax.claims import Claim
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import save_json
@@ -58,6 +59,16 @@ PROFILES = {
                  grid=dict(gains=(0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 50), shapes=((16, 3), (32, 3), (8, 3), (16, 8), (32, 16)),
                            betas=(0.1, 0.3, 1, 3, 10), draws=512, steps=4000, dt=0.005)),
 }
+
+PART = Part(order=12, title="Token dynamics: the control gain's threshold", figures=("threshold.png",),
+            about="Final diameter and fraction of draws reaching consensus against the control gain, beside the "
+                  "theory's threshold.",
+            quick=("quick", dict(
+                draws=64,
+                adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3), (8, 8)), draws=4, iterations=20, steps=500,
+                                 dt=0.04),
+                grid=dict(gains=(0.5, 1, 2, 5, 10, 20), shapes=((16, 3), (16, 8)), betas=(0.1, 1, 10), draws=16,
+                          steps=500, dt=0.04))))
 
 
 def adversarial(search: dict, eps: float, seed: int) -> dict:

@@ -27,7 +27,8 @@ import numpy as np
 
 import nohair_jax as nh
 from nohair_jax import criteria
-from nohair_jax.claims import Claim, Judgement, Record
+from nohair_jax.parts import Part
+from nohair_jax.claims import Claim, Judgement, PartSummary, Record
 from nohair_jax.fit import paired_difference_or_refuse
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_json
@@ -51,6 +52,16 @@ PROFILES = {
         shared=dict(seeds=tuple(range(16)), n_pairs=16, fit_t_min=32, n_boot=1000),
     ),
 }
+
+PART = Part(order=10, title="Sweeps: alpha against depth, prompt length and continuation length",
+            figures=("depth_prompt/alpha_vs_depth.png", "depth_prompt/alpha_vs_prompt_len.png", "lengths/offsets_vs_t.png"),
+            about="Untrained models over a grid, every seed and pair of a shape in one compiled program, beside the "
+                  "relay model.",
+            quick=("quick", dict(
+                depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
+                lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
+                shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
+            )))
 
 
 class Cell(TypedDict):
@@ -109,8 +120,7 @@ def depth_differences(folder: Path, summary: dict, shared: dict) -> list[dict]:
     return out
 
 
-
-class Summary(TypedDict):
+class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``):
     ``depth_differences`` are ``AlphaDifference`` (or ``FitRefused``) records, each with its prompt
     length and its two depths."""
@@ -118,8 +128,6 @@ class Summary(TypedDict):
     depth_prompt: list[Cell]
     depth_differences: list[Record]
     lengths: NotRequired[list[Cell]]
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
 
 
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:

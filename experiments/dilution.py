@@ -37,6 +37,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax import criteria
+from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, Claim, Record, part_claims_text
 from nohair_jax.model import untrained_model
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas
@@ -50,6 +51,13 @@ PROFILES = {
     "full": dict(depths=(1, 2, 4, 6), seeds=(0, 1, 2, 3), d_model=256, prompt_len=16, length=4096, n_pairs=16,
                  t_min=32, n_boot=1000),
 }
+
+PART = Part(order=6, title="Dilution isolated: exactly uniform attention, with and without the bias",
+            figures=("dilution.png",),
+            about="Untrained networks whose queries are zeroed, so attention only dilutes, against the same "
+                  "parameters with the dilution-cancelling logit bias; the relay model beside.",
+            quick=("quick", dict(n_pairs=4)))
+
 VARIANTS = {"uniform": None, "uniform_bias": 1.0}  # name: gamma of the prompt logit bias (None: no bias)
 
 

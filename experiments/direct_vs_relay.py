@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax import criteria
+from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, Claim, Record
 from nohair_jax.direct_relay import direct_relay_split
 from nohair_jax.fit import PowerLawFit, alphas
@@ -33,6 +34,12 @@ PROFILES = {
     "quick": dict(depth=4, d_model=128, prompt_len=16, length=2048, n_pairs=8),
     "full": dict(depth=6, d_model=256, prompt_len=16, length=8192, n_pairs=32),
 }
+
+PART = Part(order=5, title="Direct read versus relay", figures=("split.png",), summary="split.json",
+            about="Each offset split into what continuation tokens read from the prompt directly and what reaches "
+                  "them by relay.",
+            quick=("quick", dict(length=1024)))
+
 PARTS = ("total", "direct", "relay")
 DILUTION_TOLERANCE = 0.1  # the direct read "dilutes as P / (P + t)": its alpha within this of that curve's
 

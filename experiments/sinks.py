@@ -32,7 +32,8 @@ from matplotlib.figure import Figure
 import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.bound import measure_conditions
-from nohair_jax.claims import Claim, Record
+from nohair_jax.parts import Part
+from nohair_jax.claims import Claim, PartSummary, Record
 from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_at_init,
                                     real_model_available, script_main)
 from nohair_jax.figures import drawn_layers, layer_colors
@@ -48,6 +49,13 @@ PROFILES = {
     "full": dict(first_layers=None, windows=16, window_len=1024, prompt_len=16, length=1024, n_pairs=32, t_min=32,
                  n_boot=1000),
 }
+
+PART = Part(order=16, title="Attention sinks in the real model (the project's own measurement)",
+            figures=("sinks.png",),
+            about="The attention SmolLM2's heads put on the first keys against dilution, per layer, head and query, "
+                  "beside the bound's B; and its offsets when the two prompts share the first token against when they"
+                  " do not.")
+
 EARLY_KEYS = 4  # keys 0..3: the first key and the next three, where other sinks at the start would sit
 available = real_model_available  # reproduce skips the part where this says why
 
@@ -107,17 +115,14 @@ class Windows(TypedDict):
     early_dilution_share: NotRequired[float]
 
 
-class Summary(TypedDict):
+class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``):
     ``shared_minus_different`` is one paired ``AlphaDifference`` (or ``FitRefused``) record per layer."""
 
     windows: Windows
     share: PerModel
     shared_minus_different: list[Record]
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
     checkpoint: NotRequired[str]
-    model: NotRequired[dict]
     other_sinks: NotRequired[dict]
     logit_bound: NotRequired[list[float]]
     pairs: NotRequired[dict]

@@ -34,6 +34,7 @@ import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.bound import BoundRow, NotApplicable, check_bound, check_row, explicit_from_saved
 from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, paired_difference_or_refuse
+from nohair_jax.parts import Part
 from nohair_jax.claims import Claim, Judgement, Record, part_claims_text
 from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run
 from nohair_jax.results import load_json, save_figure, save_json
@@ -44,6 +45,12 @@ PROFILES = {
     "quick": dict(SMALL_TRAINING["quick"], seeds=(0,)),
     "full": dict(SMALL_TRAINING["full"], seeds=(0, 1, 2)),
 }
+
+PART = Part(order=8, title="Trained versus untrained", figures=("trained_vs_untrained.png",),
+            about="A byte-level model trained on the embedded corpus, measured before and after training on held-out "
+                  "text.",
+            full=("full", {}))  # 3 seeds, each trained until its held-out loss levels off; "quick": one seed, capped
+
 TRAINED_RANGE = criteria.TRAINED_RANGE
 PAPER = dict(trained=TRAINED_RANGE, untrained=criteria.UNTRAINED_RANGE)
 

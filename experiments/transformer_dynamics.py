@@ -38,6 +38,7 @@ from nohair_jax.config import default_config
 from nohair_jax.model import untrained_model
 from nohair_jax.model import Transformer, TransformerConfig
 from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.parts import Part
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 from nohair_jax.layer_measures import layer_measures
 from nohair_jax.train import TrainConfig, eval_windows, load_trained, train
@@ -50,6 +51,12 @@ PROFILES = {
     "full": dict(untrained_depths=(4, 8, 12), d_model=256, seq_len=256, n_seqs=32, cluster_tol=0.5,
                  train_d_model=256, train_depth=6, train_steps=5000, train_batch=32, train_context=512),
 }
+
+PART = Part(order=13, title="Token dynamics in the project's transformers", figures=("transformer_dynamics.png",),
+            about="The same consensus measures on the hidden states across depth, trained and untrained, and a gain "
+                  "analogue.",
+            quick=("quick", dict(train_steps=150)))
+
 LAYER_MEASURES = ("sphere_diameter", "mean_cosine", "clusters", "relative_diameter", "norm")
 
 

@@ -23,7 +23,8 @@ import numpy as np
 
 import nohair_jax as nh
 from nohair_jax import criteria
-from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, Record
+from nohair_jax.parts import Part
+from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, PartSummary, Record
 from nohair_jax.fit import FitRefused, PowerLawFit, PowerLawTolerance, alphas, fit_from_dict, log_binned
 from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json
@@ -37,6 +38,10 @@ PROFILES = {
     "quick": dict(depths=(1, 2, 4, 6), d_model=128, prompt_len=16, length=2048, n_pairs=16),
     "full": dict(depths=(1, 2, 4, 6, 8, 12), d_model=256, prompt_len=16, length=8192, n_pairs=64),
 }
+
+PART = Part(order=3, title="Untrained models: alpha per layer", figures=("alpha_vs_layer.png", "power_law.png"),
+            about="Offsets of random-init models at several depths, fitted per layer above the float32 noise floor.",
+            quick=("quick", dict(depths=(1, 2, 4), length=1024, n_pairs=8)))
 
 
 def _curvature_ratio(t_min: int, t_max: int) -> float:
@@ -61,13 +66,10 @@ class Depth(TypedDict):
     relay_alpha: list[float]
 
 
-class Summary(TypedDict):
+class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``)."""
 
     rows: list[Depth]
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
-    seed: NotRequired[int]
     paper_range_untrained: NotRequired[list[float]]
 
 

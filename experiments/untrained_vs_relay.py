@@ -21,7 +21,8 @@ from matplotlib.figure import Figure
 
 import nohair_jax as nh
 from nohair_jax import criteria
-from nohair_jax.claims import Claim, Record
+from nohair_jax.parts import Part
+from nohair_jax.claims import Claim, PartSummary, Record
 from nohair_jax.experiments import exponent_rise, experiment_parser, parse_experiment_args, untrained_model_and_pairs
 from nohair_jax.results import load_json, save_figure, save_json, save_npz
 
@@ -30,6 +31,11 @@ PROFILES = {
     "quick": dict(depth=4, d_model=128, prompt_len=16, length=4096, n_pairs=4),
     "full": dict(depth=6, d_model=256, prompt_len=16, length=32768, n_pairs=16),
 }
+
+PART = Part(order=4, title="Local exponent: untrained network and relay model", figures=("local_exponent.png",),
+            summary="local_exponent.json",
+            about="The local exponent of the measured offsets beside the solvable model's, per layer.",
+            quick=("quick", dict(length=2048)))
 
 
 class RiseLayer(TypedDict):
@@ -45,14 +51,10 @@ class RiseLayer(TypedDict):
     relay_residual: NotRequired[list[float]]
 
 
-class Summary(TypedDict):
+class Summary(PartSummary):
     """What ``run`` saves in local_exponent.json and the claims read (``claims.check_summary``)."""
 
     layers: list[RiseLayer]
-    profile: NotRequired[str]
-    settings: NotRequired[dict]
-    seed: NotRequired[int]
-    model: NotRequired[dict]
 
 
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) -> Summary:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, NotRequired, TypedDict
 
 NOT_MEASURED = "not measured at this scale"
 VERDICTS = ("agree", "disagree", NOT_MEASURED)
@@ -34,6 +34,16 @@ KINDS = (CLAIM, CHECK)
 # A record saved by ``to_dict`` (a fit, a difference, a refusal, a bound's check) and read back by
 # its ``from_dict``; the summary types leave its keys to the record's own class.
 Record = dict[str, Any]
+
+
+class PartSummary(TypedDict):
+    """What a part's summary may record about how it ran, read by no claim: the experiment's profile, its
+    resolved settings, the seed, the model's config. A part's ``Summary`` extends it with what its claims read."""
+
+    profile: NotRequired[str]
+    settings: NotRequired[dict]
+    seed: NotRequired[int]
+    model: NotRequired[dict]
 
 
 class Judgement(NamedTuple):

@@ -634,15 +634,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="results/dynamics", help="output folder (default results/dynamics)")
     p.set_defaults(func=cmd_dynamics)
 
-    from nohair_jax.reproduce import PART_NAMES, PLANS
+    from nohair_jax.parts import PROFILES, part_names
     from nohair_jax.workers import available_cpus
 
     p = sub.add_parser("reproduce", help="run every experiment and write a report that answers each claim of the papers")
-    p.add_argument("--profile", choices=sorted(PLANS), default="quick",
+    p.add_argument("--profile", choices=PROFILES, default="quick",
                    help="quick: about 13 minutes on 2 CPU cores (default); full: the small models trained until their "
                         "held-out loss levels off, 3 seeds (about 3 hours on 2 CPU cores, estimated); tiny: a smoke test")
-    p.add_argument("--only", action="append", choices=PART_NAMES, metavar="PART",
-                   help=f"run only this part (repeatable): {', '.join(PART_NAMES)}")
+    p.add_argument("--only", action="append", choices=part_names(), metavar="PART",
+                   help=f"run only this part (repeatable): {', '.join(part_names())}")
     p.add_argument("--force", action="store_true", help="rerun parts even when finished with the same configuration")
     p.add_argument("--jobs", type=_positive_int, default=min(2, len(available_cpus())),
                    help="parts run at once, each in its own process on its share of the CPUs, its output in "

