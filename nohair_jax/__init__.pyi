@@ -3,7 +3,8 @@
 ``import nohair_jax`` and ``nohair --help`` load no JAX)."""
 
 from nohair_jax.bound import (
-    BoundConditions as BoundConditions, BoundNotApplicable as BoundNotApplicable, check_bound as check_bound,
+    BoundConditions as BoundConditions, BoundNotApplicable as BoundNotApplicable, BoundQuantities as BoundQuantities,
+    check_bound as check_bound,
     measure_conditions as measure_conditions,
 )
 from nohair_jax.chat import (
@@ -34,7 +35,7 @@ from nohair_jax.fit import (
 from nohair_jax.jacobian import LinearResponse as LinearResponse, linear_response as linear_response
 from nohair_jax.measurement import Measurement as Measurement, Pooled as Pooled, measure as measure, pool as pool
 from nohair_jax.model import (
-    Diagnostics as Diagnostics, ForwardOutput as ForwardOutput, Probe as Probe, Sublayers as Sublayers,
+    ForwardOutput as ForwardOutput, Probe as Probe, Sublayers as Sublayers,
     Transformer as Transformer, untrained_model as untrained_model,
 )
 from nohair_jax.offsets import (
@@ -45,7 +46,8 @@ from nohair_jax.pairs import (
     PromptPairs as PromptPairs, random_prompt_pairs as random_prompt_pairs, text_prompt_pairs as text_prompt_pairs,
 )
 from nohair_jax.sinks import (
-    dilution_share as dilution_share, key_attention as key_attention, sink_attention as sink_attention,
+    FirstKeysShare as FirstKeysShare, LaterQueriesShare as LaterQueriesShare, dilution_share as dilution_share,
+    key_attention as key_attention, sink_attention as sink_attention,
 )
 from nohair_jax.sweep import SweepGrid as SweepGrid, draw_sweep as draw_sweep, run_sweep as run_sweep
 from nohair_jax.system_prompts import measure_system_prompts as measure_system_prompts

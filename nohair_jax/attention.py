@@ -1,6 +1,6 @@
 """Causal attention over [B, T, heads, head_dim] arrays, two ways, equal to float rounding.
 
-``plain_attention`` materialises the [B, H, T, T] logits and weights: what the diagnostics read
+``plain_attention`` materialises the [B, H, T, T] logits and weights: what a probe's ``read_attention`` reads
 (the largest |logit|, the attention the prompt receives), and simple to compile and
 differentiate, but its memory grows as T^2 ([T, T] float32 at T = 65536 is 17 GB per head).
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from nohair_jax.config import PromptLogitBias, TransformerConfig
 
 IMPLEMENTATIONS = ("auto", "plain", "blockwise")
-# "auto" switches to blockwise from this length on (diagnostics off). On a CPU blockwise already
+# "auto" switches to blockwise from this length on (unless a probe reads the weights). On a CPU blockwise already
 # runs offsets 1.9x faster at T = 512 and 3x at 1024 (docs/benchmarks.md); shorter sequences, the
 # training contexts among them, keep the plain path: it compiles faster and its gradient is a
 # plain one.
@@ -56,14 +56,14 @@ DEFAULT_BLOCK = 512
 CPU_LANES = 8
 
 
-def use_blockwise(implementation: str, length: int, diagnostics: bool) -> bool:
-    """Which path a call takes. Diagnostics read the full weights, so they need the plain path."""
+def use_blockwise(implementation: str, length: int, reads_weights: bool) -> bool:
+    """Which path a call takes. A probe that reads the weights (``Probe.read_attention``) needs the plain path."""
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"attention implementation {implementation!r} is not one of {IMPLEMENTATIONS}")
-    if implementation == "blockwise" and diagnostics:
-        raise ValueError("diagnostics read the full attention weights: use implementation 'plain' or 'auto'")
+    if implementation == "blockwise" and reads_weights:
+        raise ValueError("this probe reads the full attention weights: use implementation 'plain' or 'auto'")
     if implementation == "auto":
-        return not diagnostics and length >= BLOCKWISE_FROM
+        return not reads_weights and length >= BLOCKWISE_FROM
     return implementation == "blockwise"
 
 

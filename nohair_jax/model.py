@@ -2,11 +2,11 @@
 
 One file, top to bottom: norm, embedding, RoPE, attention, MLP, block, transformer (the config,
 ``TransformerConfig``, is ``nohair_jax.config``). The forward pass returns the residual stream
-``h_0 .. h_L`` next to the logits and, on request, the quantities the no-hair bound is stated in
-(docs/definitions.md#bound): the scale of every norm's input, the
-largest attention logit per layer and the attention the prompt receives. Whatever else an
-analysis reads, or feeds in, goes through one argument, a ``Probe`` (hooks on h_0, on each block's
-keys and values, on what is kept of each layer): analyses add probes, not options.
+``h_0 .. h_L`` next to the logits. Whatever else an analysis reads, or feeds in, goes through one
+argument, a ``Probe`` (hooks on h_0, on each block's keys and values, on what is kept of each layer,
+its sublayers' outputs, its attention logits and weights, and every norm's input scale): the
+quantities the no-hair bound is stated in are one probe (``bound.conditions``), attention sinks
+another (``sinks``). Analyses add probes, not options.
 Nothing is stored on the modules: intermediates are return values, so a call is a pure
 function of (parameters, tokens) and jits as one program.
 
@@ -47,41 +47,21 @@ from nohair_jax.config import (  # noqa: F401  re-exported: the config is read a
 CPU_ROW_CHUNK = 1024
 
 
-class Diagnostics(NamedTuple):
-    """What the bound needs from inside the forward pass (docs/definitions.md#bound).
-
-    norm_scale:       [n_norms, B, T] the standard deviation (layernorm) or root mean square
-                      (rmsnorm) of each norm's input, eps excluded; its minimum is ``sigma_min``.
-    max_abs_logit:    [L, B] the largest |logit| (q.k / sqrt(head_dim), or ``attn_scale`` q.k, soft-capped
-                      where the model caps) over heads and the (query, key) pairs attention reads
-                      (causal, in the window if any), before what positions add
-                      (``attention.LogitTerms``); its maximum is ``B`` of the bound.
-    prompt_attention: [L, B, H, T] attention weight each query puts on the first ``prompt_len``
-                      keys, or None when no prompt length was given.
-    key_attention:    [L, B, H, T] the mean weight the later half of the queries (``i >= T // 2``,
-                      0-based) put on each key: where the attention goes, sinks included
-                      (``nohair_jax.sinks``).
-    """
-
-    norm_scale: jax.Array
-    max_abs_logit: jax.Array
-    prompt_attention: jax.Array | None
-    key_attention: jax.Array
-
-
 class ForwardOutput(NamedTuple):
     """logits [B, T, vocab] (None when the probe does not project); hidden [L+1, B, T, D] with hidden[0]
     the embedding output and hidden[l] the residual stream after block l, before any final norm (or
-    what the probe's ``read`` keeps of each, stacked [L+1, ...]); diagnostics or None; blocks: what the
-    probe's ``read_block`` keeps of every block, stacked [L, ...] (None by default); final [B, T, D]:
-    the final norm's output, what ``Transformer.unembed`` projects onto the vocabulary (T: the probe's
+    what the probe's ``read`` keeps of each, stacked [L+1, ...]); blocks, attention: what the probe's
+    ``read_block`` and ``read_attention`` keep of every block, stacked [L, ...]; norms: what its
+    ``read_norms`` keeps of the norms' input scales (the three None by default); final [B, T, D]: the
+    final norm's output, what ``Transformer.unembed`` projects onto the vocabulary (T: the probe's
     ``logits_at`` when given)."""
 
     logits: jax.Array | None
     hidden: Any
-    diagnostics: Diagnostics | None
     blocks: Any = None
     final: jax.Array | None = None
+    attention: Any = None
+    norms: Any = None
 
 
 class Probe(struct.PyTreeNode, kw_only=True):
@@ -104,6 +84,15 @@ class Probe(struct.PyTreeNode, kw_only=True):
         default; ``offsets``: the two runs' distance, never the [L+1, B, T, D] stack).
     read_block(attn, mlp [B, T, D]) -> any arrays or None: what ``blocks`` keeps of each block's two
         sublayer outputs (what each adds to the residual stream).
+    read_attention(logits, weights [B, H, T, T], reads bool [T, T]) -> any arrays or None: what
+        ``attention`` keeps of each block's attention. ``logits``: q.k / sqrt(head_dim) (or ``attn_scale``
+        q.k), soft-capped where the model caps, before what positions add (``attention.LogitTerms``);
+        ``weights``: the softmax attention applies; ``reads``: the (query, key) pairs it reads (causal,
+        inside the layer's window if any). A probe that overrides it gets the plain attention path
+        (``reads_attention``: the full weights are materialised).
+    read_norms(scales [n_norms, B, T]) -> any arrays or None: what ``norms`` keeps of the input scale
+        (standard deviation for layernorm, root mean square for rmsnorm, eps excluded) of every norm on
+        the residual stream, in forward order, the final norm last (``TransformerConfig.n_norms``).
     per_layer: arrays with a leading axis L, scanned with the blocks and handed to ``keys_values``.
     logits_at: int [K] sequence indices (0-based) at which the final norm's output is projected, or None
         for every position; project: False skips the projection (``logits`` None, ``final`` kept).
@@ -127,6 +116,17 @@ class Probe(struct.PyTreeNode, kw_only=True):
 
     def read_block(self, attn: jax.Array, mlp: jax.Array) -> Any:
         return None
+
+    def read_attention(self, logits: jax.Array, weights: jax.Array, reads: jax.Array) -> Any:
+        return None
+
+    def read_norms(self, scales: jax.Array) -> Any:
+        return None
+
+    @property
+    def reads_attention(self) -> bool:
+        """Whether this probe reads attention's logits and weights (so they must be materialised)."""
+        return type(self).read_attention is not Probe.read_attention
 
 
 class Sublayers(Probe):
@@ -273,8 +273,8 @@ class Attention(nnx.Module):
 
     Two paths, equal to float rounding (``nohair_jax.attention``): plain materialises the
     [B, H, T, T] weights, blockwise runs an online softmax over ``block_size`` tiles in O(T) memory.
-    ``implementation`` "auto" takes blockwise from ``attention.BLOCKWISE_FROM`` positions on when
-    no diagnostics are asked for (they read the full weights); force either for a whole model
+    ``implementation`` "auto" takes blockwise from ``attention.BLOCKWISE_FROM`` positions on unless a
+    probe reads the weights (``Probe.read_attention``); force either for a whole model
     with ``model.set_attributes(implementation="plain")`` (or "blockwise", ``block_size=...``).
     """
 
@@ -295,10 +295,10 @@ class Attention(nnx.Module):
         self.q_norm = Norm(cfg, width=hd if by_head else cfg.n_heads * hd, kind="rmsnorm") if cfg.qk_norm else None
         self.k_norm = Norm(cfg, width=hd if by_head else cfg.kv_heads * hd, kind="rmsnorm") if cfg.qk_norm else None
 
-    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv: jax.Array | None = None,
+    def __call__(self, x, rope, *, read: Callable | None = None, kv: jax.Array | None = None,
                  window: jax.Array | None = None):
-        """x [B, T, D] -> (output [B, T, D], (max |logit| [B], prompt attention [B, H, T] or None, key
-        attention [B, H, T]) or None): the diagnostics' rows (``Diagnostics``).
+        """x [B, T, D] -> (output [B, T, D], what ``read(logits, weights, reads)`` keeps, or None without
+        ``read``: a probe's ``read_attention``).
 
         ``kv`` [B, T, D], if given, is what keys and values are computed from instead of ``x``.
         ``window``, the layer's attention window (traced int) where it differs per layer (``window_layers``).
@@ -315,18 +315,15 @@ class Attention(nnx.Module):
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
 
-        stats, terms = None, logit_terms(cfg, window)
-        if use_blockwise(self.implementation, t, diagnostics):
+        kept, terms = None, logit_terms(cfg, window)
+        if use_blockwise(self.implementation, t, read is not None):
             out = blockwise_attention(q, k, v, terms, block=self.block_size)
         else:
             out, logits, weights = plain_attention(q, k, v, terms)
-            if diagnostics:
+            if read is not None:
                 distance = jnp.arange(t)[:, None] - jnp.arange(t)[None, :]
-                read = (distance >= 0) & (distance < (t if terms.window is None else terms.window))
-                max_abs = jnp.max(jnp.where(read, jnp.abs(logits), 0.0), axis=(1, 2, 3))
-                to_prompt = None if prompt_len is None else weights[..., :prompt_len].sum(-1)
-                stats = (max_abs, to_prompt, weights[:, :, t // 2:].mean(axis=2))
-        return self.o(out.reshape(b, t, cfg.n_heads * cfg.head_dim)), stats
+                kept = read(logits, weights, (distance >= 0) & (distance < (t if terms.window is None else terms.window)))
+        return self.o(out.reshape(b, t, cfg.n_heads * cfg.head_dim)), kept
 
 
 def by_rows(f: Callable[[jax.Array], jax.Array], x: jax.Array, chunk: int | None) -> jax.Array:
@@ -384,11 +381,11 @@ class Block(nnx.Module):
         self.mlp_norm, self.mlp_out_norm = Norm(cfg) if before else None, Norm(cfg) if after else None
         self.attn, self.mlp = Attention(cfg, rngs=rngs), MLP(cfg, rngs=rngs)
 
-    def __call__(self, x, rope, *, diagnostics: bool, prompt_len: int | None, kv_stream: jax.Array | None = None,
+    def __call__(self, x, rope, *, read_attention: Callable | None = None, kv_stream: jax.Array | None = None,
                  window: jax.Array | None = None):
-        """x [B, T, D] -> (x [B, T, D], norm input scales [block_norms, B, T] in forward order, attention
-        stats or None, (attention output, MLP output) [B, T, D] each: what each sublayer adds to the
-        residual stream, its output norm applied).
+        """x [B, T, D] -> (x [B, T, D], norm input scales [block_norms, B, T] in forward order, what
+        ``read_attention`` keeps of the attention (``Attention``), (attention output, MLP output) [B, T, D]
+        each: what each sublayer adds to the residual stream, its output norm applied).
 
         ``kv_stream`` [B, T, D], if given, is the residual stream that keys and values are read
         from instead of ``x`` (queries, the residual path and the MLP still use ``x``). ``window``:
@@ -404,20 +401,20 @@ class Block(nnx.Module):
             return y
 
         if self.post_norm:
-            a, stats = self.attn(x, rope, diagnostics=diagnostics, prompt_len=prompt_len, kv=kv_stream, window=window)
+            a, kept = self.attn(x, rope, read=read_attention, kv=kv_stream, window=window)
             x = norm(self.attn_norm, x + a)
             m = self.mlp(x)
-            return norm(self.mlp_norm, x + m), jnp.stack(scales), stats, (a, m)
+            return norm(self.mlp_norm, x + m), jnp.stack(scales), kept, (a, m)
         kv = None if kv_stream is None or self.attn_norm is None else self.attn_norm(kv_stream)[0]
-        a, stats = self.attn(norm(self.attn_norm, x), rope, diagnostics=diagnostics, prompt_len=prompt_len,
-                             kv=kv_stream if kv is None else kv, window=window)
+        a, kept = self.attn(norm(self.attn_norm, x), rope, read=read_attention, kv=kv_stream if kv is None else kv,
+                            window=window)
         a = norm(self.attn_out_norm, a)
         m = norm(self.mlp_out_norm, self.mlp(norm(self.mlp_norm, x if self.parallel else x + a)))
-        return x + a + m, jnp.stack(scales), stats, (a, m)
+        return x + a + m, jnp.stack(scales), kept, (a, m)
 
 
 class Transformer(nnx.Module):
-    """Causal decoder: ``model(tokens) -> ForwardOutput(logits, hidden, diagnostics)``."""
+    """Causal decoder: ``model(tokens) -> ForwardOutput(logits, hidden, ...)``, ``model(tokens, probe=...)``."""
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
         self.config = cfg
@@ -482,12 +479,10 @@ class Transformer(nnx.Module):
         self,
         tokens: jax.Array,
         *,
-        diagnostics: bool = False,
-        prompt_len: int | None = None,
         probe: Probe | None = None,
     ) -> ForwardOutput:
-        """tokens int [B, T] -> ForwardOutput; ``prompt_len`` (static) enables prompt attention diagnostics;
-        ``probe``: what an analysis reads or feeds (``Probe``; None: the plain forward pass).
+        """tokens int [B, T] -> ForwardOutput; ``probe``: what an analysis reads or feeds (``Probe``; None:
+        the plain forward pass).
 
         Token ids are not range-checked here (they are traced values); ``prompt_pair_offsets`` checks
         them on the host.
@@ -501,22 +496,22 @@ class Transformer(nnx.Module):
                       if windows is not None and cfg.local_rope_theta is not None else None)
         x0 = probe.embedding(x0)
         block_def = nnx.graphdef(self.blocks[0])
+        read_attention = probe.read_attention if probe.reads_attention else None
 
         def step(x, inputs):
             state, probed, window = inputs
             layer_rope = rope
             if local_rope is not None:
                 layer_rope = tuple(jnp.where(window < jnp.iinfo(jnp.int32).max, l, g) for g, l in zip(rope, local_rope))
-            x, scale, stats, (attn, mlp) = nnx.merge(block_def, state)(
-                x, layer_rope, diagnostics=diagnostics, prompt_len=prompt_len, kv_stream=probe.keys_values(probed),
-                window=window)
-            return x, (probe.read(x), scale, stats, probe.read_block(attn, mlp))
+            x, scale, attention, (attn, mlp) = nnx.merge(block_def, state)(
+                x, layer_rope, read_attention=read_attention, kv_stream=probe.keys_values(probed), window=window)
+            return x, (probe.read(x), scale, attention, probe.read_block(attn, mlp))
 
         # The blocks run as one scanned step over their stacked parameters (and each layer's window):
         # one block is traced and compiled whatever the depth (30 unrolled layers took about 25 s to
         # compile on a CPU).
         stacked = jax.tree.map(lambda *layers: jnp.stack(layers), *(nnx.state(b) for b in self.blocks))
-        x, (hidden, scales, stats, blocks) = jax.lax.scan(step, x0, (stacked, probe.per_layer, windows))
+        x, (hidden, scales, attention, blocks) = jax.lax.scan(step, x0, (stacked, probe.per_layer, windows))
 
         y, scales = x, scales.reshape(-1, *scales.shape[2:])  # [L, block_norms, B, T] -> [block_norms L, B, T]
         if self.final_norm is not None:
@@ -525,13 +520,9 @@ class Transformer(nnx.Module):
         if probe.logits_at is not None:
             y = y[:, probe.logits_at]
         logits = self.unembed(y) if probe.project else None
-
-        diag = None
-        if diagnostics:
-            diag = Diagnostics(norm_scale=scales, max_abs_logit=stats[0],
-                               prompt_attention=None if prompt_len is None else stats[1], key_attention=stats[2])
         hidden = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), probe.read(x0), hidden)
-        return ForwardOutput(logits=logits, hidden=hidden, diagnostics=diag, blocks=blocks, final=y)
+        return ForwardOutput(logits=logits, hidden=hidden, blocks=blocks, final=y, attention=attention,
+                             norms=probe.read_norms(scales))
 
 
 def for_measurement(model: Transformer) -> Transformer:

@@ -127,15 +127,15 @@ def test_blockwise_gradient_matches_plain():
 
 
 def test_choice_of_path():
-    assert not use_blockwise("auto", BLOCKWISE_FROM - 1, diagnostics=False)
-    assert use_blockwise("auto", BLOCKWISE_FROM, diagnostics=False)
-    assert not use_blockwise("auto", 10 * BLOCKWISE_FROM, diagnostics=True)  # diagnostics need the weights
-    assert use_blockwise("blockwise", 3, diagnostics=False)
-    assert not use_blockwise("plain", 10 * BLOCKWISE_FROM, diagnostics=False)
-    with pytest.raises(ValueError, match="diagnostics read the full attention weights"):
-        use_blockwise("blockwise", 3, diagnostics=True)
+    assert not use_blockwise("auto", BLOCKWISE_FROM - 1, reads_weights=False)
+    assert use_blockwise("auto", BLOCKWISE_FROM, reads_weights=False)
+    assert not use_blockwise("auto", 10 * BLOCKWISE_FROM, reads_weights=True)  # a probe reading the weights needs them
+    assert use_blockwise("blockwise", 3, reads_weights=False)
+    assert not use_blockwise("plain", 10 * BLOCKWISE_FROM, reads_weights=False)
+    with pytest.raises(ValueError, match="this probe reads the full attention weights"):
+        use_blockwise("blockwise", 3, reads_weights=True)
     with pytest.raises(ValueError, match="is not one of"):
-        use_blockwise("flash", 3, diagnostics=False)
+        use_blockwise("flash", 3, reads_weights=False)
 
 
 def small_config(**overrides):
@@ -174,8 +174,8 @@ def test_model_blockwise_matches_float64_reference(family):
         np.asarray(blockwise_patched.hidden), np.asarray(plain_patched.hidden), rtol=0, atol=1e-5 * scale
     )
     assert not np.allclose(np.asarray(plain_patched.hidden[-1]), np.asarray(plain.hidden[-1]))  # patching matters
-    with pytest.raises(ValueError, match="diagnostics read the full attention weights"):
-        model(tokens, diagnostics=True)
+    with pytest.raises(ValueError, match="this probe reads the full attention weights"):
+        model(tokens, probe=nh.BoundQuantities())
 
 
 def test_long_offsets_agree_between_paths():
@@ -246,9 +246,9 @@ def test_qk_norm_bounds_every_logit_by_construction():
     plain = _large_weights(nh.Transformer(TransformerConfig(**kw), rngs=nnx.Rngs(0)), 40.0)
     bound = np.array([math.sqrt(16) * np.abs(np.asarray(b.attn.q_norm.scale[...])).max()
                       * np.abs(np.asarray(b.attn.k_norm.scale[...])).max() for b in normed.blocks])
-    got = np.asarray(normed(tokens, diagnostics=True).diagnostics.max_abs_logit).max(axis=1)
+    got = np.asarray(normed(tokens, probe=nh.BoundQuantities()).attention).max(axis=1)
     assert (got <= bound).all() and (got > 0.3 * bound).all(), (got, bound)
-    assert (np.asarray(plain(tokens, diagnostics=True).diagnostics.max_abs_logit).max(axis=1) > 10 * bound).all()
+    assert (np.asarray(plain(tokens, probe=nh.BoundQuantities()).attention).max(axis=1) > 10 * bound).all()
 
 
 @pytest.mark.parametrize("implementation", ["plain", "blockwise"])

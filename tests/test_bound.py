@@ -70,12 +70,12 @@ def test_conditions_match_direct_computation():
     cond = bound.measure_conditions(model, *pairs)
 
     a, b, c = pairs
-    forward = nnx.jit(lambda m, tokens: m(tokens, diagnostics=True))
+    forward = nnx.jit(lambda m, tokens: m(tokens, probe=bound.BoundQuantities()))
     logit, scale, prompt = [], [], []
     for run in (a, b):
         out = forward(model, jnp.concatenate([run, c], axis=1))
-        logit.append(np.asarray(out.diagnostics.max_abs_logit).max(axis=1))
-        scale.append(np.asarray(out.diagnostics.norm_scale).min(axis=(1, 2)))
+        logit.append(np.asarray(out.attention).max(axis=1))
+        scale.append(np.asarray(out.norms).min(axis=(1, 2)))
         prompt.append(np.asarray(out.hidden[:, :, :5], np.float64))
     np.testing.assert_allclose(cond.logit_bound, np.maximum(*logit), rtol=1e-5)
     np.testing.assert_allclose(cond.sigma_min, np.minimum(*scale), rtol=1e-5)

@@ -32,14 +32,15 @@ def test_uniform_attention_gives_the_prompt_exactly_its_diluted_share_and_the_bi
     import jax.numpy as jnp
     import numpy as np
 
+    import nohair_jax as nh
     from nohair_jax.experiments.dilution import uniform_model
 
     p = dict(prompt_len=4, length=28, d_model=32)
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, 256, (1, 32)))
     t = np.arange(1, 29)
     for gamma, share in ((None, 4 / (4 + t)), (1.0, (4 + t) / (4 + 2 * t))):
-        out = uniform_model(2, 0, gamma, p)(tokens, diagnostics=True, prompt_len=4)
-        got = np.asarray(out.diagnostics.prompt_attention)[:, 0, :, 4:]  # [L, H, T] at the continuation
+        out = uniform_model(2, 0, gamma, p)(tokens, probe=nh.FirstKeysShare(keys=4))
+        got = np.asarray(out.attention)[:, 0, :, 4:]  # [L, H, T] at the continuation
         np.testing.assert_allclose(got, np.broadcast_to(share, got.shape), rtol=1e-6)
 
 

@@ -36,7 +36,7 @@ def test_attention_bound_is_tight_for_one_head_and_one_token():
     m = np.asarray(attn.v.kernel[...]) @ np.asarray(attn.o.kernel[...])
     u, s, vt = np.linalg.svd(m.T)  # rows of m.T act on y as y m
     y = jnp.asarray(2.0 * vt[0])[None, None, :]
-    out = attn(y, None, diagnostics=False, prompt_len=None)[0]
+    out = attn(y, None)[0]
     bound = float(lm.attention_bound(attn, y)[0])
     assert bound == pytest.approx(2.0 * s[0], rel=1e-5)
     assert float(jnp.linalg.norm(out)) == pytest.approx(bound, rel=1e-4)

@@ -4,7 +4,7 @@
 the documented semantics; it shares no code with the model.
 
 The model is compared with it in float64 (``jax.enable_x64``) at ~1e-10 relative and in
-float32 at a float32 tolerance, on hidden states, logits and diagnostics.
+float32 at a float32 tolerance, on hidden states, logits and what probes read inside (``Inside``).
 """
 
 from __future__ import annotations
@@ -12,14 +12,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
+from flax import nnx, struct
 
 import nohair_jax as nh
+from nohair_jax.bound import BoundQuantities
+from nohair_jax.sinks import FirstKeysShare
 from nohair_jax.model import (
     Probe, Sublayers,
     CPU_ROW_CHUNK, MLP, PromptLogitBias, Transformer, TransformerConfig, for_measurement, merge_stacked_blocks,
@@ -30,16 +33,47 @@ from reference_forward import (
     ref_sinusoidal,
 )
 
-@functools.partial(jax.jit, static_argnums=(0, 3, 4))
-def _jit_forward(graphdef, state, tokens, diagnostics, prompt_len):
-    return nnx.merge(graphdef, state)(tokens, diagnostics=diagnostics, prompt_len=prompt_len, probe=Sublayers())
+class Inside(Probe):
+    """What the tests compare with the reference inside the forward pass: both sublayers' outputs
+    (``blocks``), the bound's quantities (``norms``; ``attention[0]``, max |logit| [L, B]) and, with
+    ``prompt_len``, the attention on the prompt (``attention[1]`` [L, B, H, T]): the library's probes,
+    read together."""
+
+    prompt_len: int | None = struct.field(pytree_node=False, default=None)
+
+    def read_block(self, attn, mlp):
+        return attn, mlp
+
+    def read_attention(self, logits, weights, reads):
+        share = None if self.prompt_len is None else FirstKeysShare(keys=self.prompt_len).read_attention(logits, weights, reads)
+        return BoundQuantities().read_attention(logits, weights, reads), share
+
+    def read_norms(self, scales):
+        return scales
 
 
-def forward(model, tokens, *, diagnostics=True, prompt_len=None):
-    """The model's forward pass, jitted (split / merge inside ``jax.jit``); equality with the
-    eager call is checked in ``test_jit_matches_eager``. Eager is ~3x slower to run here."""
+class Read(NamedTuple):
+    norm_scale: np.ndarray  # [n_norms, B, T]
+    max_abs_logit: np.ndarray  # [L, B]
+    prompt_attention: np.ndarray | None  # [L, B, H, T]
+
+
+def inside(out) -> Read:
+    """What ``Inside`` read, by name."""
+    return Read(out.norms, *out.attention)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _jit_forward(graphdef, state, tokens, probe):
+    return nnx.merge(graphdef, state)(tokens, probe=probe)
+
+
+def forward(model, tokens, *, prompt_len=None, probe=None):
+    """The model's forward pass with ``probe`` (default ``Inside(prompt_len)``), jitted (split / merge
+    inside ``jax.jit``); equality with the eager call is checked in ``test_jit_matches_eager``. Eager is
+    ~3x slower to run here."""
     graphdef, state = nnx.split(model)
-    return _jit_forward(graphdef, state, jnp.asarray(tokens), diagnostics, prompt_len)
+    return _jit_forward(graphdef, state, jnp.asarray(tokens), Inside(prompt_len=prompt_len) if probe is None else probe)
 
 
 def _as_numpy(out):
@@ -47,8 +81,8 @@ def _as_numpy(out):
 
 
 def run_model(model, tokens, prompt_len):
-    out = forward(model, tokens, diagnostics=True, prompt_len=prompt_len)
-    d = out.diagnostics
+    out = forward(model, tokens, prompt_len=prompt_len)
+    d = inside(out)
     return dict(
         logits=np.asarray(out.logits),
         hidden=np.asarray(out.hidden),
@@ -82,7 +116,7 @@ def compare(got, want, rtol):
 # --------------------------------------------------------------------------------------
 
 CASES = {
-    # name: (config, batch, length, prompt_len passed to the diagnostics)
+    # name: (config, batch, length, prompt_len passed to Inside)
     "gpt2_like": (
         TransformerConfig(
             vocab_size=13, d_model=16, n_heads=4, n_layers=2, mlp="gelu_tanh", norm="layernorm",
@@ -365,9 +399,9 @@ def test_prompt_bias_uniform_logits_share_is_i_over_2i_minus_p():
         out = _as_numpy(forward(build(cfg, params, jnp.float64), random_tokens(cfg, 2, length, 8), prompt_len=prompt_len))
     i = np.arange(1, length + 1, dtype=np.float64)
     want = np.where(i > prompt_len, i / (2 * i - prompt_len), 1.0)
-    pa = out.diagnostics.prompt_attention
+    pa = inside(out).prompt_attention
     np.testing.assert_allclose(pa, np.broadcast_to(want, pa.shape), rtol=1e-12)
-    np.testing.assert_array_equal(out.diagnostics.max_abs_logit, 0.0)
+    np.testing.assert_array_equal(inside(out).max_abs_logit, 0.0)
 
 
 def test_zero_logits_without_bias_dilute_as_p_over_i():
@@ -380,12 +414,12 @@ def test_zero_logits_without_bias_dilute_as_p_over_i():
     with jax.enable_x64(True):
         out = _as_numpy(forward(build(cfg, params, jnp.float64), random_tokens(cfg, 2, length, 10), prompt_len=prompt_len))
     i = np.arange(1, length + 1, dtype=np.float64)
-    pa = out.diagnostics.prompt_attention
+    pa = inside(out).prompt_attention
     np.testing.assert_allclose(pa, np.broadcast_to(np.minimum(prompt_len / i, 1.0), pa.shape), rtol=1e-12)
 
 
 # --------------------------------------------------------------------------------------
-# Diagnostics switches, jit, batch independence, causality
+# Probes, jit, batch independence, causality
 # --------------------------------------------------------------------------------------
 
 
@@ -396,22 +430,22 @@ def _small_model(seed=21, **overrides):
     return cfg, build(cfg, random_params(cfg, seed), jnp.float32)
 
 
-def test_jit_matches_eager_and_diagnostics_switches():
+def test_jit_matches_eager_and_probes_leave_the_forward_pass_as_it_is():
     cfg, model = _small_model(position="rope", prompt_logit_bias=PromptLogitBias(prompt_len=3, gamma=1.0))
     tokens = jnp.asarray(random_tokens(cfg, 2, 9, seed=23))
-    eager = _as_numpy(model(tokens, diagnostics=True, prompt_len=3))
+    eager = _as_numpy(model(tokens, probe=Inside(prompt_len=3)))
 
-    @nnx.jit(static_argnames=("diagnostics", "prompt_len"))
-    def nnx_forward(m, t, diagnostics, prompt_len):
-        return m(t, diagnostics=diagnostics, prompt_len=prompt_len)
+    @nnx.jit(static_argnames=("prompt_len",))
+    def nnx_forward(m, t, prompt_len):
+        return m(t, probe=Inside(prompt_len=prompt_len))
 
     graphdef, state = nnx.split(model)
 
     @jax.jit
     def pure_forward(state, t):
-        return nnx.merge(graphdef, state)(t, diagnostics=True, prompt_len=3)
+        return nnx.merge(graphdef, state)(t, probe=Inside(prompt_len=3))
 
-    for jitted in (_as_numpy(nnx_forward(model, tokens, True, 3)), _as_numpy(pure_forward(state, tokens))):
+    for jitted in (_as_numpy(nnx_forward(model, tokens, 3)), _as_numpy(pure_forward(state, tokens))):
         assert jax.tree_util.tree_structure(jitted) == jax.tree_util.tree_structure(eager)
         for got, want in zip(jax.tree_util.tree_leaves(jitted), jax.tree_util.tree_leaves(eager)):
             assert got.shape == want.shape and got.dtype == want.dtype
@@ -421,19 +455,19 @@ def test_jit_matches_eager_and_diagnostics_switches():
     np.testing.assert_array_equal(np.asarray(pure_forward(state, tokens).logits), again)
     assert np.isfinite(again).all()
 
-    # Diagnostics switches (eager): off -> None; on without prompt_len -> no prompt attention;
-    # the forward pass itself does not depend on them.
+    # Probes (eager): none -> nothing read; without prompt_len -> no prompt attention; the forward
+    # pass itself does not depend on them.
     plain = _as_numpy(model(tokens))
-    assert plain.diagnostics is None and plain.blocks is None
+    assert plain.blocks is None and plain.attention is None and plain.norms is None
     np.testing.assert_array_equal(_as_numpy(model(tokens, probe=Sublayers())).hidden, plain.hidden)
-    no_prompt = _as_numpy(model(tokens, diagnostics=True))
-    assert no_prompt.diagnostics.prompt_attention is None
-    assert no_prompt.diagnostics.norm_scale.shape == (cfg.n_norms, 2, 9)
-    assert no_prompt.diagnostics.max_abs_logit.shape == (cfg.n_layers, 2)
+    no_prompt = inside(_as_numpy(model(tokens, probe=Inside())))
+    assert no_prompt.prompt_attention is None
+    assert no_prompt.norm_scale.shape == (cfg.n_norms, 2, 9)
+    assert no_prompt.max_abs_logit.shape == (cfg.n_layers, 2)
     np.testing.assert_array_equal(plain.logits, eager.logits)
     np.testing.assert_array_equal(plain.hidden, eager.hidden)
-    np.testing.assert_array_equal(no_prompt.diagnostics.norm_scale, eager.diagnostics.norm_scale)
-    np.testing.assert_array_equal(no_prompt.diagnostics.max_abs_logit, eager.diagnostics.max_abs_logit)
+    np.testing.assert_array_equal(no_prompt.norm_scale, inside(eager).norm_scale)
+    np.testing.assert_array_equal(no_prompt.max_abs_logit, inside(eager).max_abs_logit)
 
 
 def test_batch_rows_are_independent_and_causal():
@@ -447,7 +481,7 @@ def test_batch_rows_are_independent_and_causal():
     alone = _as_numpy(forward(model, tokens[:1], prompt_len=2))
     assert_close(batch.logits[:1], alone.logits, 2e-5, "logits")
     assert_close(batch.hidden[:, :1], alone.hidden, 2e-5, "hidden")
-    d, a = batch.diagnostics, alone.diagnostics
+    d, a = inside(batch), inside(alone)
     assert_close(d.norm_scale[:, :1], a.norm_scale, 2e-5, "norm_scale")
     assert_close(d.max_abs_logit[:, :1], a.max_abs_logit, 2e-5, "max_abs_logit")
     assert_close(d.prompt_attention[:, :1], a.prompt_attention, 2e-5, "prompt_attention")
@@ -544,7 +578,7 @@ def test_bfloat16_sinusoidal_positions_are_accurate():
     cfg = TransformerConfig(vocab_size=3, d_model=8, n_heads=2, n_layers=1, d_mlp=4, position="sinusoidal", dtype="bfloat16")
     params = random_params(cfg, seed=29)
     params["embed"]["embedding"] = np.zeros_like(params["embed"]["embedding"])
-    out = forward(build(cfg, params, jnp.bfloat16), np.zeros((1, length), np.int32), diagnostics=False)
+    out = forward(build(cfg, params, jnp.bfloat16), np.zeros((1, length), np.int32), probe=Probe())
     h0 = np.asarray(out.hidden[0, 0].astype(jnp.float32), np.float64)
     assert not np.array_equal(h0[256], h0[257])
     np.testing.assert_allclose(h0, ref_sinusoidal(length, cfg.d_model), rtol=0, atol=2.0**-8)

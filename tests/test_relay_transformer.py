@@ -42,7 +42,7 @@ def test_transformer_follows_the_relay_recursion(depth):
     a, b, c = np.ones((1, P), np.int32), np.full((1, P), 2, np.int32), np.zeros((1, T), np.int32)
     measured = nh.prompt_pair_offsets(model, a, b, c, float64=True).l2[0]
     # sigma_l: the input scale of block l's attention norm (the same at every position to O(EPS)).
-    sigma = np.asarray(model(np.concatenate([a, c], 1), diagnostics=True).diagnostics.norm_scale)[0:2 * depth:2, 0, -1]
+    sigma = np.asarray(model(np.concatenate([a, c], 1), probe=nh.BoundQuantities()).norms)[0:2 * depth:2, 0, -1]
     gain = S / sigma
     predicted = np.asarray(nh.relay.offsets(P, T, depth, residual=1.0, direct=gain, relay=gain, prompt_offset=prompt_offset))
     np.testing.assert_allclose(measured[1:], predicted[1:], rtol=1e-4)
@@ -61,7 +61,7 @@ def test_unit_gain_is_the_solvable_model_shape():
     tokens = np.concatenate([a, c], 1)
     for layer, block in enumerate(model.blocks):  # gain 1: output scale = the norm's input scale,
         # set layer by layer because each choice changes the scales above it
-        sigma = np.asarray(model(tokens, diagnostics=True).diagnostics.norm_scale)[2 * layer, 0, -1]
+        sigma = np.asarray(model(tokens, probe=nh.BoundQuantities()).norms)[2 * layer, 0, -1]
         block.attn.o.kernel[...] = (sigma * np.eye(D_MODEL)).astype(np.float32)
     measured = nh.prompt_pair_offsets(model, a, b, c, float64=True).l2[0]
     exact = nh.relay.offsets_exact(P, T, depth, residual=True)

@@ -14,7 +14,7 @@ import importlib
 # read) must not pull in JAX through ``bound.checks``.
 _EXPORTS = {
     "checks": ("check_bound", "check_row", "explicit_check", "explicit_result", "shape_check"),
-    "conditions": ("BoundConditions", "BoundNotApplicable", "Condition", "SCALE_RTOL", "coefficients", "explicit_bounds",
+    "conditions": ("BoundConditions", "BoundNotApplicable", "BoundQuantities", "Condition", "SCALE_RTOL", "coefficients", "explicit_bounds",
                    "measure_conditions"),
     "records": ("BoundRow", "ExplicitCheck", "NotApplicable", "ShapeCheck", "constants_from_saved", "explicit_from_saved",
                 "shape_from_dict"),

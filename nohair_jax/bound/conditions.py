@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nohair_jax import relay
-from nohair_jax.model import Transformer
+from nohair_jax.model import Probe, Transformer
 from nohair_jax.offsets import check_pairs, map_pairs
 from nohair_jax.theory import bound as theory
 
@@ -226,16 +226,33 @@ class BoundConditions:
                 "not_derived": self.not_derived(), "notes": self.notes(), "block_norms": list(self.block_norm_names())}
 
 
+class BoundQuantities(Probe):
+    """What the bound is stated in, read inside the forward pass (docs/definitions.md#bound).
+
+    ``norms`` [n_norms, B, T]: the input scale of every norm (standard deviation for layernorm, root mean
+    square for rmsnorm, eps excluded); its minimum is ``sigma_min``. ``attention`` [L, B]: the largest
+    |logit| (q.k / sqrt(head_dim), or ``attn_scale`` q.k, soft-capped where the model caps) over heads and
+    the (query, key) pairs attention reads (causal, in the window if any), before what positions add;
+    its maximum is ``B``.
+    """
+
+    def read_attention(self, logits, weights, reads):
+        return jnp.max(jnp.where(reads, jnp.abs(logits), 0.0), axis=(1, 2, 3))
+
+    def read_norms(self, scales):
+        return scales
+
+
 def _pair_conditions(model: Transformer, a: jax.Array, b: jax.Array, c: jax.Array):
     """Traceable per-pair core: int [k, P], [k, P], [k, T] -> the residual streams at the prompt's
     positions [k, L+1, 2, P, D] (runs a+c, b+c), the smallest input scale of every norm over both
     runs and all positions [k, n_norms], the largest |attention logit| per layer [k, L]."""
     k, prompt_len = a.shape
-    out = model(jnp.concatenate([jnp.concatenate([a, c], 1), jnp.concatenate([b, c], 1)]), diagnostics=True)
+    out = model(jnp.concatenate([jnp.concatenate([a, c], 1), jnp.concatenate([b, c], 1)]), probe=BoundQuantities())
     # [n, 2k, ...] (runs a+c of every pair, then b+c) -> [k, n, 2, ...]
     per_pair = lambda x: jnp.moveaxis(x.reshape(x.shape[0], 2, k, *x.shape[2:]), 2, 0)  # noqa: E731
-    return (per_pair(out.hidden[:, :, :prompt_len]), per_pair(out.diagnostics.norm_scale).min(axis=(2, 3)),
-            per_pair(out.diagnostics.max_abs_logit).max(axis=2))
+    return (per_pair(out.hidden[:, :, :prompt_len]), per_pair(out.norms).min(axis=(2, 3)),
+            per_pair(out.attention).max(axis=2))
 
 
 def _spectral(param) -> float:
@@ -254,7 +271,7 @@ def _length(param) -> float:
 def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) -> BoundConditions:
     """Measure the bound's conditions on ``model`` with prompt pairs (shapes as ``prompt_pair_offsets``).
 
-    Runs ``a+c`` and ``b+c`` of each pair with the model's diagnostics through ``offsets.map_pairs``
+    Runs ``a+c`` and ``b+c`` of each pair with ``BoundQuantities`` through ``offsets.map_pairs``
     (one compiled call per pair, full matmul precision); weights are read in float64. Prompts must
     have equal length ``P``.
     """
