@@ -15,7 +15,7 @@ import numpy as np
 from nohair_jax.criteria import RISE_T_MIN  # where the rise is measured, as its criterion states
 from nohair_jax.model import model_skeleton, untrained_model
 from nohair_jax.pairs import random_prompt_pairs
-from nohair_jax.results import FolderBusyError, folder_lock
+from nohair_jax.results import FolderBusyError, folder_lock, load_json, save_json
 
 REAL_MODEL = "smollm2-135m"  # the packaged real model the real-model experiments measure
 
@@ -193,6 +193,16 @@ def small_run(out: Path, p: dict, seed: int, gamma: float | None = None, *, prog
             return folder, result, verdict
         except FolderBusyError:  # another part trains this run now: read it back when it is done
             time.sleep(WAIT_S)
+
+
+def write_summary(out: Path, summary: dict, *figures, name: str = "summary.json") -> dict:
+    """What a part's ``run`` ends with: ``summary`` written to ``out / name`` (JSON), each of ``figures``
+    (functions of the folder) drawn from that file, and the summary returned as read back (what the claims
+    judge: JSON types, not the arrays or tuples it was built from)."""
+    save_json(out / name, summary)
+    for draw in figures:
+        draw(out)
+    return load_json(out / name)
 
 
 def untrained_model_and_pairs(p: dict, depth: int, seed: int):

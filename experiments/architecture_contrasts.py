@@ -37,8 +37,8 @@ from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, NOT_MEASURED, Claim, Judgement, PartSummary, Record
 from nohair_jax.config import PromptLogitBias, default_config
 from nohair_jax.fit import AlphaDifference, FitRefused, bonferroni, fit_from_dict, paired_difference_or_refuse
-from nohair_jax.experiments import script_main, short_training
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.experiments import script_main, short_training, write_summary
+from nohair_jax.results import load_json, save_figure
 
 PROFILES = {
     "smoke": dict(d_model=32, depth=2, init_seeds=(0,), steps=10, batch_size=2, context=48, prompt_len=4, length=96,
@@ -74,7 +74,7 @@ def variants(p: dict) -> dict[str, dict]:
 def _relay_applies(cfg: nh.TransformerConfig) -> bool:
     """The relay model's assumptions: pre-LN blocks, attention over every earlier key, nothing added to
     the logits by position (RoPE and QK-norm change the logits, not which keys are read)."""
-    return (cfg.norm_placement == "pre" and cfg.sliding_window is None and cfg.position != "alibi"
+    return (cfg.layout.pre_ln and cfg.sliding_window is None and cfg.position != "alibi"
             and cfg.prompt_logit_bias is None)
 
 
@@ -190,9 +190,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
              for layer in range(1, p["depth"] + 1)]
     summary = Summary(profile=profile, settings=p, model=base.to_dict(), corpus=corpus.to_dict(), baseline=BASELINE,
                    variants=rows, relay_model=relay)
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return summary
+    return write_summary(out, summary, draw)
 
 
 def _folder(name: str) -> str:

@@ -23,8 +23,8 @@ from nohair_jax import criteria
 from nohair_jax.bound import BoundRow, NotApplicable, ShapeCheck, check_bound, check_row, explicit_from_saved, shape_from_dict
 from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, Claim, Judgement, PartSummary
-from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs, write_summary
+from nohair_jax.results import load_json, save_figure
 
 PROFILES = {
     "smoke": dict(depths=(1, 2), d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -52,9 +52,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         checked = check_bound(model, pairs, out / f"depth_{depth}", seed=seed, meta=dict(experiment="bound_check"))
         rows.append(check_row(checked))
     result = dict(profile=profile, settings=p, seed=seed, rows=rows)
-    save_json(out / "summary.json", result)
-    draw(out)
-    return result
+    return write_summary(out, result, draw)
 
 
 def draw(out: Path) -> None:

@@ -31,8 +31,8 @@ from nohair_jax import dynamics as dyn
 from nohair_jax import token_dynamics as td
 from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, NOT_MEASURED, Claim
-from nohair_jax.experiments import control_threshold, experiment_parser, parse_experiment_args
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.experiments import control_threshold, experiment_parser, parse_experiment_args, write_summary
+from nohair_jax.results import load_json, save_figure, save_npz
 
 PROFILES = {
     "smoke": dict(draws=16, n=6, d=3, steps=200, dt=0.05, gain=20.0, heads=(2,), clusters=(2,), eps=0.1, records=20),
@@ -111,9 +111,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     td.save_series(out / "series.npz", series)
     summary = dict(profile=profile, settings=dict(p, seed=seed), example_draw=example, rows=rows,
                    units="gain in units of ||V||_2, time in units of 1 / ||V||_2")
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return load_json(out / "summary.json")
+    return write_summary(out, summary, draw)
 
 
 def example_draw(free: np.ndarray, control: np.ndarray, eps: float) -> int:

@@ -40,9 +40,9 @@ from nohair_jax import criteria
 from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, Claim, Record, part_claims_text
 from nohair_jax.model import untrained_model
-from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas, write_summary
 from nohair_jax.fit import FitRefused, PowerLawFit, alphas, paired_difference_or_refuse
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.results import load_json, save_figure
 
 PROFILES = {
     "smoke": dict(depths=(2,), seeds=(0, 1), d_model=32, prompt_len=4, length=128, n_pairs=2, t_min=8, n_boot=200),
@@ -129,9 +129,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         rows.append(row)
     summary = Summary(profile=profile, settings=p, seed=seed, variants=dict(VARIANTS), rows=rows,
                    interval="t-interval, standard error from a bootstrap over seeds, then pairs within them")
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return summary
+    return write_summary(out, summary, draw)
 
 
 def _difference(t, pooled: dict, layer: int, fits: dict) -> dict:

@@ -26,8 +26,8 @@ from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, Claim, Record
 from nohair_jax.direct_relay import direct_relay_split
 from nohair_jax.fit import PowerLawFit, alphas
-from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, untrained_model_and_pairs, write_summary
+from nohair_jax.results import load_json, save_figure, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=128, n_pairs=2),
@@ -74,9 +74,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     # Relay is exactly zero at layer 1 (nothing to relay yet): its fit there is refused, by design.
     fits = {part: [fit.to_dict() for fit in nh.fit_layers(split.t, getattr(split, part))] for part in PARTS}
     result = dict(profile=profile, settings=p, seed=seed, model=model.config.to_dict(), fits=fits)
-    save_json(out / "split.json", result)
-    draw(out)
-    return result
+    return write_summary(out, result, draw, name="split.json")
 
 
 def draw(out: Path) -> None:

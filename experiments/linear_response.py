@@ -41,10 +41,10 @@ from nohair_jax.parts import Part
 from nohair_jax.claims import Record
 from nohair_jax.config import default_config
 from nohair_jax.fit import paired_difference_or_refuse
-from nohair_jax.experiments import script_main, short_training
+from nohair_jax.experiments import script_main, short_training, write_summary
 from nohair_jax.figures import drawn_layers, layer_colors
 from nohair_jax.jacobian import LinearResponse, linear_response
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import load_json, save_figure, save_npz
 
 PROFILES = {
     "smoke": dict(d_model=32, depth=2, init_seeds=(0,), steps=10, batch_size=2, context=48, length=96, prompt_len=4,
@@ -153,9 +153,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> dict:
     rows = {name: _measure(name, plan[name](), pairs, p, out) for name in tqdm(MODELS, desc="linear response", unit="model")}
     summary = dict(profile=profile, settings=p, own_model=cfg.to_dict(), corpus=corpus.to_dict(), models=rows,
                    wall_s=time.perf_counter() - start)
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return summary
+    return write_summary(out, summary, draw)
 
 
 def table(summary: dict) -> str:

@@ -38,8 +38,8 @@ from nohair_jax import criteria
 from nohair_jax.parts import Part
 from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, PartSummary, Record, part_claims_text
 from nohair_jax.fit import FitRefused, PowerLawFit, bonferroni, fit_from_dict, paired_difference_or_refuse
-from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run, write_summary
+from nohair_jax.results import load_json, save_figure
 from nohair_jax.train import alpha_history
 
 # The model, its staged training and its measurement: experiments.SMALL_TRAINING (shared with trained_vs_untrained,
@@ -132,9 +132,7 @@ def run(profile: str, out: Path, seed: int | None = None, settings: dict | None 
                   for s, bias_run, plain_run in zip(seeds, runs["bias"], runs["no_bias"])]
     summary = Summary(profile=profile, settings=p, seeds=seeds, runs=Runs(no_bias=runs["no_bias"], bias=runs["bias"]),
                       in_context=InContext(t_max=t_max, seeds=seed_steps))
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return summary
+    return write_summary(out, summary, draw)
 
 
 def _curve(folder: Path, step: int):

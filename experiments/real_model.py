@@ -59,12 +59,12 @@ from nohair_jax.figures import drawn_layers, kl_panel
 from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.experiments import (REAL_MODEL, experiment_parser, first_layers, heldout_text_tokens, parse_experiment_args,
                                     exponent_rise, real_model_at_init, real_model_available, relay_alphas,
-                                    with_prompt_logit_bias)
+                                    with_prompt_logit_bias, write_summary)
 from nohair_jax.experiments.linear_response import ResponseRow, draw_rows, response, response_row
 from nohair_jax.experiments.sinks import shared_first_token
 from nohair_jax.jacobian import LinearResponse
 from nohair_jax.experiments.untrained_vs_relay import RiseLayer
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import load_json, save_figure, save_npz
 from nohair_jax.layer_measures import layer_measures
 
 CHECKPOINT = REAL_MODEL
@@ -270,12 +270,12 @@ def _side_measures(model, pairs: nh.PromptPairs, windows: np.ndarray, p: dict, l
     on the text ``windows``; ``l2`` are the model's offsets already measured (for the shape test)."""
     k = p["side_pairs"]
     conditions = measure_conditions(model, *(x[:k] for x in pairs))
-    cond = conditions.to_dict()
+    cond, sigma = conditions.to_dict(), conditions.sigma_by_sublayer()
     dyn = layer_measures(model, windows, tol=CLUSTER_TOL)
     median = lambda name: np.median(dyn[name], axis=-1).tolist()  # noqa: E731  over windows
     return dict(
-        conditions=dict(logit_bound=cond["logit_bound"], sigma_min_attn=cond["sigma_min"][0:-1:2],
-                        sigma_min_mlp=cond["sigma_min"][1::2], sqrt_eps=cond["floor"], failures=cond["failures"]),
+        conditions=dict(logit_bound=cond["logit_bound"], sigma_min_attn=sigma["attention"].tolist(),
+                        sigma_min_mlp=sigma["mlp"].tolist(), sqrt_eps=cond["floor"], failures=cond["failures"]),
         bound=_bound(conditions, l2, p),
         dynamics=dict(sphere_diameter=median("sphere_diameter"), mean_cosine=median("mean_cosine"),
                       clusters=median("clusters"),
@@ -455,9 +455,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     summary = Summary(_merged(base, _windowed(data, p["fit_t_min"], p, out)), neighbours=[
         Neighbour(t_min=t_min, **_windowed(data, t_min, p, out)) for t_min in (p["fit_t_min"] // 2, 2 * p["fit_t_min"])])
     summary["wall_s"] = time.perf_counter() - start
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return summary
+    return write_summary(out, summary, draw)
 
 
 # ------------------------------------------------------------------------------------- figures

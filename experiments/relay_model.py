@@ -27,8 +27,8 @@ from matplotlib.figure import Figure
 from nohair_jax import criteria, relay
 from nohair_jax.parts import Part
 from nohair_jax.claims import CHECK, Claim, PartSummary
-from nohair_jax.experiments import experiment_parser, parse_experiment_args
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, write_summary
+from nohair_jax.results import load_json, save_figure
 
 PROFILES = {
     "smoke": dict(prompt_len=4, depths=(1, 2, 3), exact_length=64, length=2048, t_max=1e6),
@@ -89,9 +89,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
             local_exponent_residual=np.asarray(relay.local_exponent(P, t, L, residual=True)),
         ))
     result = dict(profile=profile, settings=p, t=t, rows=rows)
-    save_json(out / "summary.json", result)
-    draw(out)
-    return result
+    return write_summary(out, result, draw)
 
 
 def draw(out: Path) -> None:

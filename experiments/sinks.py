@@ -35,10 +35,10 @@ from nohair_jax.bound import measure_conditions
 from nohair_jax.parts import Part
 from nohair_jax.claims import Claim, PartSummary, Record
 from nohair_jax.experiments import (REAL_MODEL, first_layers, heldout_text_tokens, real_model_at_init,
-                                    real_model_available, script_main)
+                                    real_model_available, script_main, write_summary)
 from nohair_jax.figures import drawn_layers, layer_colors
 from nohair_jax.fit import AlphaDifference, paired_difference_or_refuse
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import load_json, save_figure, save_npz
 from nohair_jax.sinks import dilution_share, key_attention, sink_attention
 
 SINK_FACTOR = 10  # a sink: an order of magnitude more attention than dilution gives
@@ -170,9 +170,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
                             last_layer_mean=[float(m.offsets.l2[:, -1, k - 1].mean()) for k in (1, 16, p["length"])])
                  for name, m in runs.items()},
         shared_minus_different=shared_minus_different, wall_s=time.perf_counter() - start)
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return summary
+    return write_summary(out, summary, draw)
 
 
 def table(summary: dict) -> str:

@@ -36,8 +36,8 @@ from nohair_jax.bound import BoundRow, NotApplicable, check_bound, check_row, ex
 from nohair_jax.fit import FitRefused, PowerLawFit, alphas, fit_from_dict, paired_difference_or_refuse
 from nohair_jax.parts import Part
 from nohair_jax.claims import Claim, Judgement, Record, part_claims_text
-from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.experiments import SMALL_TRAINING, experiment_parser, parse_experiment_args, small_run, write_summary
+from nohair_jax.results import load_json, save_figure
 
 # The model and its staged training: experiments.SMALL_TRAINING (shared with logit_bias).
 PROFILES = {
@@ -116,9 +116,7 @@ def run(profile: str, out: Path, seeds: tuple[int, ...] | None = None, settings:
                         bits_per_byte=verdict.bits, plateau=verdict.to_dict(), wall_s=time.perf_counter() - start))
     summary = Summary(profile=profile, settings=p, model=result.model.config.to_dict(),
                       corpus=nh.stdlib_corpus().to_dict(), paper=PAPER, runs=runs)
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return summary
+    return write_summary(out, summary, draw)
 
 
 def _differences(trained, untrained, p: dict) -> list[dict]:

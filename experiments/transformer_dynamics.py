@@ -37,9 +37,9 @@ import nohair_jax as nh
 from nohair_jax.config import default_config
 from nohair_jax.model import untrained_model
 from nohair_jax.model import Transformer, TransformerConfig
-from nohair_jax.experiments import experiment_parser, parse_experiment_args
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, write_summary
 from nohair_jax.parts import Part
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.results import load_json, save_figure, save_npz
 from nohair_jax.layer_measures import layer_measures
 from nohair_jax.train import TrainConfig, eval_windows, load_trained, train
 
@@ -102,9 +102,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None,
                    tokens=f"{p['n_seqs']} held-out windows of {p['seq_len']} bytes ({corpus.name})", rows=rows,
                    threshold_analogue="mean MLP output norm over mean attention output norm, or over the attention "
                                       "bound b_l; theory: gain > ||V||; an analogy, not the theorem")
-    save_json(out / "summary.json", summary)
-    draw(out)
-    return load_json(out / "summary.json")
+    return write_summary(out, summary, draw)
 
 
 def medians(m: dict[str, np.ndarray]) -> dict[str, list[float]]:

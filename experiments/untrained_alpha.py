@@ -26,8 +26,8 @@ from nohair_jax import criteria
 from nohair_jax.parts import Part
 from nohair_jax.claims import NOT_MEASURED, Claim, Judgement, PartSummary, Record
 from nohair_jax.fit import FitRefused, PowerLawFit, PowerLawTolerance, alphas, fit_from_dict, log_binned
-from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas, untrained_model_and_pairs
-from nohair_jax.results import load_json, save_figure, save_json
+from nohair_jax.experiments import experiment_parser, parse_experiment_args, relay_alphas, untrained_model_and_pairs, write_summary
+from nohair_jax.results import load_json, save_figure
 
 POWER_LAW_TOLERANCE = 0.10  # "approximately a power law": largest |log residual| at most 0.10 (about 10 %)
 POWER_LAW_TOLERANCES = (0.05, 0.10, 0.20)  # the verdict at each, so a reader sees how it depends on the tolerance
@@ -84,10 +84,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
         rows.append(Depth(depth=depth, fits=[fit.to_dict() for fit in m.fits], power_law=power_law(m),
                          relay_alpha=relay_alphas(p["prompt_len"], p["length"], m.fits, 32)))
     result = Summary(profile=profile, settings=p, seed=seed, paper_range_untrained=list(UNTRAINED_RANGE), rows=rows)
-    save_json(out / "summary.json", result)
-    draw(out)
-    draw_power_law(out)
-    return result
+    return write_summary(out, result, draw, draw_power_law)
 
 
 def power_law(m: nh.Measurement) -> list[dict]:

@@ -23,8 +23,8 @@ import nohair_jax as nh
 from nohair_jax import criteria
 from nohair_jax.parts import Part
 from nohair_jax.claims import Claim, PartSummary, Record
-from nohair_jax.experiments import exponent_rise, experiment_parser, parse_experiment_args, untrained_model_and_pairs
-from nohair_jax.results import load_json, save_figure, save_json, save_npz
+from nohair_jax.experiments import experiment_parser, exponent_rise, parse_experiment_args, untrained_model_and_pairs, write_summary
+from nohair_jax.results import load_json, save_figure, save_npz
 
 PROFILES = {
     "smoke": dict(depth=2, d_model=32, prompt_len=4, length=256, n_pairs=2),
@@ -71,9 +71,7 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
             relay_residual=np.asarray(nh.relay.local_exponent(p["prompt_len"], t_grid, layer, residual=True)),
         ))
     result = dict(profile=profile, settings=p, seed=seed, model=model.config.to_dict(), layers=layers)
-    save_json(out / "local_exponent.json", result)
-    draw(out)
-    return result
+    return write_summary(out, result, draw, name="local_exponent.json")
 
 
 def draw(out: Path) -> None:

@@ -12,7 +12,8 @@ from nohair_jax.chat import (
 )
 from nohair_jax.checkpoints import CheckpointError as CheckpointError, load_checkpoint as load_checkpoint
 from nohair_jax.config import (
-    PromptLogitBias as PromptLogitBias, RopeScaling as RopeScaling, TransformerConfig as TransformerConfig,
+    BlockLayout as BlockLayout, PromptLogitBias as PromptLogitBias, RopeScaling as RopeScaling,
+    TransformerConfig as TransformerConfig,
     default_config as default_config,
 )
 from nohair_jax.data import (

@@ -129,6 +129,12 @@ def _add_pair_args(g, *, length: int, pairs: int) -> None:
     g.add_argument("--pair-seed", type=_nonnegative_int, default=1, help="seed of the prompt pairs (default 1)")
 
 
+def _add_boot_and_out(g, command: str, *, intervals: str = "the intervals") -> None:
+    """--n-boot (bootstrap resamples for ``intervals``) and --out (default results/<command>)."""
+    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help=f"bootstrap resamples for {intervals} (default 1000)")
+    g.add_argument("--out", default=f"results/{command}", help=f"output folder (default results/{command})")
+
+
 def _add_source_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a real model and text prompts")
     g.add_argument("--checkpoint", metavar="SOURCE",
@@ -300,7 +306,7 @@ def _on_model(args, doing: str, job, report, files: str, check_length=None) -> i
     cfg = model.config
     start = time.perf_counter()
     print(f"{doing} {pairs.prompts_a.shape[0]} pairs, P = {pairs.prompts_a.shape[1]}, T = {pairs.continuations.shape[1]}, "
-          f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.position} positions, {cfg.norm_placement}-LN", flush=True)
+          f"{cfg.n_layers} layers, d_model {cfg.d_model}, {cfg.position} positions, {cfg.layout}", flush=True)
     print(report(job(model, pairs, meta)))
     print(f"\nwrote {args.out}/{files} in {time.perf_counter() - start:.1f} s")
     return 0
@@ -517,8 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="next-token KL at every t (default) or at log-spaced t only (every t to 32, then 32 per decade): "
                         "the vocabulary projection, the costliest product of a large-vocabulary model, at those t only")
     g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
-    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the interval (default 1000)")
-    g.add_argument("--out", default="results/offsets", help="output folder (default results/offsets)")
+    _add_boot_and_out(g, "offsets", intervals="the interval")
     p.set_defaults(func=cmd_offsets)
 
     p = sub.add_parser("prompts", help="how long two or more system prompts keep steering a real model: the same user "
@@ -538,8 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the KL at the reply's first token after 0, 1, .. of its exchanges")
     p.add_argument("--turns", type=_nonnegative_int, metavar="K", help="use the first K exchanges of --history (default: all)")
     p.add_argument("--fit-t-min", type=_positive_int, default=8, help="start of the fit window (default 8)")
-    p.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
-    p.add_argument("--out", default="results/prompts", help="output folder (default results/prompts)")
+    _add_boot_and_out(p, "prompts")
     p.set_defaults(func=cmd_prompts)
 
     p = sub.add_parser("bound", help="measure the no-hair bound's conditions on a model (untrained, or --checkpoint) and check the bound")
@@ -547,8 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_args(p)
     g = p.add_argument_group("measurement")
     _add_pair_args(g, length=512, pairs=8)
-    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the shape check (default 1000)")
-    g.add_argument("--out", default="results/bound", help="output folder (default results/bound)")
+    _add_boot_and_out(g, "bound", intervals="the shape check")
     p.set_defaults(func=cmd_bound)
 
     p = sub.add_parser("steps", help="one model at several checkpoints along training: alpha per layer, the KL "
@@ -568,8 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="next-token KL at every t (default) or at log-spaced t only (as nohair offsets)")
     g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
     g.add_argument("--threshold", type=float, default=0.01, help="report where the KL falls below this (nats, default 0.01)")
-    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
-    g.add_argument("--out", default="results/steps", help="output folder (default results/steps)")
+    _add_boot_and_out(g, "steps")
     p.set_defaults(func=cmd_steps)
 
     p = sub.add_parser("train", help="train a byte-level model with checkpoints; optionally measure alpha while training")
@@ -610,10 +612,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--pairs", type=_positive_int, default=8, help="random-token prompt pairs per cell (default 8)")
     g.add_argument("--pair-seed", type=_nonnegative_int, default=1, help="seed of the prompt pairs (default 1)")
     g.add_argument("--fit-t-min", type=_positive_int, default=32, help="start of the fit window (default 32)")
-    g.add_argument("--n-boot", type=_nonnegative_int, default=1000, help="bootstrap resamples for the interval (default 1000)")
     g.add_argument("--batch-size", type=_positive_int, default=1,
                    help="(seed, pair) items vmapped together per device (default 1: fastest on CPUs)")
-    g.add_argument("--out", default="results/sweep", help="sweep folder (default results/sweep)")
+    _add_boot_and_out(g, "sweep", intervals="the interval")
     p.set_defaults(func=cmd_sweep)
 
     # Sizes are plain numbers here and checked by token_dynamics.gain_sweep: one error line each.

@@ -1,6 +1,7 @@
 """The model's configuration: plain frozen dataclasses, no JAX (``nohair --help`` reads the kinds).
 
-``TransformerConfig`` is every architectural choice of ``nohair_jax.model.Transformer``;
+``TransformerConfig`` is every architectural choice of ``nohair_jax.model.Transformer``; ``BlockLayout``
+its block's layout, the one statement of it that the model and every analysis read;
 ``PromptLogitBias`` the dilution-cancelling bias (docs/definitions.md#logit-bias); ``RopeScaling``
 Hugging Face's RoPE frequency scalings.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from nohair_jax.checks import check_int
 
@@ -19,6 +20,68 @@ NORM_PLACEMENTS = ("pre", "post", "output", "sandwich")
 QK_NORM_SCOPES = ("head", "projection")
 POSITION_KINDS = ("learned", "sinusoidal", "rope", "alibi", "none")
 ROPE_SCALING_KINDS = ("linear", "llama3", "dynamic", "longrope", "factors")
+
+
+class NormSlot(NamedTuple):
+    """One norm of a block: its attribute on ``model.Block``, its name in reports, the sublayer it belongs to."""
+
+    attribute: str
+    name: str
+    sublayer: str  # "attention" or "mlp"
+
+
+_SLOTS = {  # every norm a block can hold, in forward order
+    "attn_norm": NormSlot("attn_norm", "attention", "attention"),
+    "attn_out_norm": NormSlot("attn_out_norm", "attention output", "attention"),
+    "mlp_norm": NormSlot("mlp_norm", "MLP", "mlp"),
+    "mlp_out_norm": NormSlot("mlp_out_norm", "MLP output", "mlp"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockLayout:
+    """Where a block's norms sit and how its two sublayers f (attention, then the MLP) combine.
+
+    ``placement`` (``NORM_PLACEMENTS``): "pre" ``x + f(N(x))`` (GPT-2, Llama), "post" ``N(x + f(x))`` (the
+    original transformer), "output" ``x + N(f(x))`` (OLMo 2), "sandwich" ``x + N'(f(N(x)))`` (Gemma 2, 3).
+    ``parallel``: both sublayers read the block's input, ``x + attn + mlp`` (GPT-NeoX), not the MLP ``x + attn``.
+    The model builds its blocks from this value and the analyses ask it, instead of testing names.
+    """
+
+    placement: str = "pre"
+    parallel: bool = False
+
+    @property
+    def input_norms(self) -> bool:
+        """A norm on what each sublayer reads (pre, sandwich), or on the stream after each add (post)."""
+        return self.placement != "output"
+
+    @property
+    def output_norms(self) -> bool:
+        """A norm on each sublayer's output before the residual add (output, sandwich)."""
+        return self.placement in ("output", "sandwich")
+
+    @property
+    def normalises_stream(self) -> bool:
+        """The residual stream itself is normalised after each add (post-LN)."""
+        return self.placement == "post"
+
+    @property
+    def pre_ln(self) -> bool:
+        """Sublayers read a normalised copy of the stream and add their output as it is, one after the other:
+        the blocks ``x + Attn(N(x))``, ``x' + MLP(N(x'))`` the bound and the relay model are derived for."""
+        return self.placement == "pre" and not self.parallel
+
+    def norms(self) -> tuple[NormSlot, ...]:
+        """The block's norms in forward order (what ``Probe.read_norms`` lists per block)."""
+        held = [slot for slot in _SLOTS.values()
+                if (slot.attribute.endswith("out_norm") and self.output_norms)
+                or (not slot.attribute.endswith("out_norm") and self.input_norms)]
+        return tuple(held)
+
+    def __str__(self) -> str:
+        kind = {"pre": "pre-LN", "post": "post-LN", "output": "output norms", "sandwich": "sandwich norms"}[self.placement]
+        return kind + (", parallel residual" if self.parallel else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,9 +316,14 @@ class TransformerConfig:
         return 4 * self.d_model if self.d_mlp is None else self.d_mlp
 
     @property
+    def layout(self) -> BlockLayout:
+        """The block's layout, from ``norm_placement`` and ``parallel_residual``."""
+        return BlockLayout(self.norm_placement, self.parallel_residual)
+
+    @property
     def block_norms(self) -> int:
-        """Norms per block: 4 with "sandwich" norms (before and after each sublayer), else 2."""
-        return 4 if self.norm_placement == "sandwich" else 2
+        """Norms per block (``BlockLayout.norms``): 4 with "sandwich" norms (before and after each sublayer), else 2."""
+        return len(self.layout.norms())
 
     @property
     def n_norms(self) -> int:

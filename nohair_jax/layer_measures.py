@@ -31,8 +31,8 @@ def sublayer_outputs(model: Transformer, tokens: jax.Array) -> tuple[jax.Array, 
     In the particle picture ``attn[l]`` is the interaction and ``mlp[l]`` the token-wise control
     of one Euler step of size 1.
     """
-    if model.config.norm_placement != "pre":
-        raise ValueError(f"sublayer outputs are defined here for pre-LN models, got {model.config.norm_placement}-LN")
+    if not model.config.layout.pre_ln:
+        raise ValueError(f"sublayer outputs are defined here for pre-LN models, got {model.config.layout}")
     out = model(tokens, probe=Sublayers())
     return (out.hidden, *out.blocks)
 
@@ -89,7 +89,7 @@ def _layer_measures(graphdef, state, tokens, tol) -> dict[str, jax.Array]:
     out = {name: v.reshape(depth, batch) for name, v in per_sequence.items()}
     out["attn_norm"] = jnp.linalg.norm(attn, axis=-1).mean(-1)
     out["mlp_norm"] = jnp.linalg.norm(mlp, axis=-1).mean(-1)
-    out["attn_bound"] = jnp.stack([attention_bound(block.attn, block.attn_norm(hidden[layer])[0])
+    out["attn_bound"] = jnp.stack([attention_bound(block.attn, block.attention_input(hidden[layer]))
                                    for layer, block in enumerate(model.blocks)])
     return out
 

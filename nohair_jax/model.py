@@ -368,18 +368,24 @@ class MLP(nnx.Module):
 
 
 class Block(nnx.Module):
-    """Attention then MLP, each with a residual connection and norms where ``norm_placement`` puts them:
-    before each sublayer (pre), on its output before the residual add (output: OLMo 2), both
-    (sandwich: Gemma), or after the residual add (post-LN). GPT-NeoX's parallel block
-    (``parallel_residual``): the MLP reads the block's input, not x + attn."""
+    """Attention then MLP, each with a residual connection and norms where the config's ``BlockLayout``
+    puts them: before each sublayer (pre), on its output before the residual add (output: OLMo 2), both
+    (sandwich: Gemma), or after the residual add (post-LN). GPT-NeoX's parallel block: the MLP reads the
+    block's input, not x + attn. Norms the layout does not hold are None."""
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
-        placement, self.parallel = cfg.norm_placement, cfg.parallel_residual
-        self.post_norm = placement == "post"
-        before, after = placement != "output", placement in ("output", "sandwich")
-        self.attn_norm, self.attn_out_norm = Norm(cfg) if before else None, Norm(cfg) if after else None
-        self.mlp_norm, self.mlp_out_norm = Norm(cfg) if before else None, Norm(cfg) if after else None
+        layout = cfg.layout
+        self.parallel, self.post_norm = layout.parallel, layout.normalises_stream
+        held = {slot.attribute for slot in layout.norms()}
+        norm = lambda name: Norm(cfg) if name in held else None  # noqa: E731
+        self.attn_norm, self.attn_out_norm = norm("attn_norm"), norm("attn_out_norm")
+        self.mlp_norm, self.mlp_out_norm = norm("mlp_norm"), norm("mlp_out_norm")
         self.attn, self.mlp = Attention(cfg, rngs=rngs), MLP(cfg, rngs=rngs)
+
+    def attention_input(self, x: jax.Array) -> jax.Array:
+        """What this block's attention reads from the stream x [B, T, D]: x through the input norm, where
+        the layout has one before the sublayer (pre, sandwich), else x itself."""
+        return x if self.post_norm or self.attn_norm is None else self.attn_norm(x)[0]
 
     def __call__(self, x, rope, *, read_attention: Callable | None = None, kv_stream: jax.Array | None = None,
                  window: jax.Array | None = None):

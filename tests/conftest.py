@@ -97,3 +97,20 @@ def assert_same_cells():
                 x, y = (json.loads((f / "cells" / name).read_text()) for f in (a, b))
                 assert x.pop("seconds") > 0 and y.pop("seconds") > 0 and x == y
     return check
+
+
+@pytest.fixture
+def derivation_output(capsys):
+    """``run(theory)``: run a sympy derivation of ``nohair_jax.theory`` (its ``main``, what ``python -m`` runs: every
+    step asserts its claims while it prints), check it is the repository's ``theory/`` file, that it ends with "all
+    checks passed" and numbers its steps 1 to 7; returns what it printed."""
+    def run(theory) -> str:
+        name = theory.__name__.rsplit(".", 1)[-1]
+        assert Path(theory.__file__).resolve().parts[-2:] == ("theory", f"{name}.py")
+        theory.main()
+        printed = capsys.readouterr().out
+        assert printed.rstrip().endswith("all checks passed")
+        for step in range(1, 8):
+            assert f"\n{step}. " in "\n" + printed
+        return printed
+    return run

@@ -136,16 +136,38 @@ def test_failing_conditions_are_reported(tmp_path):
     assert (tmp_path / "bound.png").stat().st_size > 5_000
 
 
-def test_explicit_bounds_are_wired_to_the_right_conditions():
-    # Made-up conditions of a 2-layer model (forward order of norms: attn 1, MLP 1, attn 2, MLP 2, final).
+@pytest.mark.parametrize("placement, names, attention, mlp", [
+    ("pre", ("attention", "MLP"), [0.0, 2.0], [1.0, 3.0]),
+    ("output", ("attention output", "MLP output"), [0.0, 2.0], [1.0, 3.0]),
+    ("sandwich", ("attention", "attention output", "MLP", "MLP output"), [0.0, 4.0], [2.0, 6.0]),
+])
+def test_norm_scales_are_read_by_the_blocks_layout(placement, names, attention, mlp):
+    """sigma_min lists each block's norms in forward order (then the final norm): the layout names them
+    and says which sublayer each belongs to, so a sandwich block's four norms are not read as two blocks'."""
+    per = len(names)
+    values = np.arange(2 * per + 1, dtype=float)  # sandwich, layer 2: norms 4..7, its attention's 4 and 5
+    cond = dataclasses.replace(_made_up_conditions(), norm_placement=placement, sigma_min=values,
+                               gain=np.ones(2 * per + 1), norm_bias=np.zeros(2 * per + 1))
+    assert cond.block_norm_names() == names
+    by_sublayer = cond.sigma_by_sublayer()
+    np.testing.assert_array_equal(by_sublayer["attention"], attention)
+    np.testing.assert_array_equal(by_sublayer["mlp"], mlp)
+
+
+def _made_up_conditions() -> bound.BoundConditions:
+    """A 2-layer pre-LN model's conditions, made up (forward order of norms: attn 1, MLP 1, attn 2, MLP 2, final)."""
     norms = lambda *v: np.array(v, dtype=float)  # noqa: E731
-    cond = bound.BoundConditions(
+    return bound.BoundConditions(
         prompt_len=5, norm_placement="pre", mlp="relu", prompt_logit_bias=False, norm_eps=1e-5, d_model=16,
         head_dim=4, group=1, logit_bound=norms(0.1, 0.2), sigma_min=norms(0.5, 0.25, 1.0, 2.0, 9.0),
         gain=norms(1.0, 2.0, 1.5, 1.0, 9.0), norm_bias=norms(0.1, 0.0, 0.2, 0.3, 9.0),
         weight_norms={k: norms(0.5, 0.7) for k in ("q", "k", "v", "o", "up", "gate", "down")},
         bias_norms={k: norms(0.0, 0.1) for k in ("q", "k", "up", "gate")}, prompt_offsets=norms(0.3, 0.6, 99.0),
     )
+
+
+def test_explicit_bounds_are_wired_to_the_right_conditions():
+    cond = _made_up_conditions()
     values = cond.block_values()
     np.testing.assert_array_equal(values["sigma_attn"], [0.5, 1.0])
     np.testing.assert_array_equal(values["sigma_mlp"], [0.25, 2.0])

@@ -515,6 +515,7 @@ def test_bootstrap_indices_resample_whole_groups_then_pairs_within_them():
     assert (blocks == blocks[..., :1]).all()  # each block of 4 comes from one group
     assert len(np.unique(blocks[..., 0])) == 3
     np.testing.assert_array_equal(bootstrap_indices(12, 5, 3), np.random.default_rng(3).integers(0, 12, (5, 12)))
+    np.testing.assert_array_equal(bootstrap_indices(12, 5, 3, np.zeros(12, int)), bootstrap_indices(12, 5, 3))  # one seed: pairs
     with pytest.raises(ValueError, match="as many pairs"):
         bootstrap_indices(5, 10, 0, [0, 0, 0, 1, 1])
 
@@ -733,16 +734,16 @@ def test_paired_interval_cancels_what_a_pair_adds_to_both_sides():
 
 
 def test_paired_interval_over_seeds_resamples_whole_seeds():
-    from nohair_jax.fit import group_indices, paired_alpha_difference
+    from nohair_jax.fit import bootstrap_indices, paired_alpha_difference
 
     groups = np.repeat([0, 1, 2], 4)  # 3 seeds x 4 pairs
-    idx = group_indices(12, 300, 0, groups)
+    idx = bootstrap_indices(12, 300, 0, groups, whole_groups=True)
     assert idx.shape == (300, 12)
     blocks = idx.reshape(300, 3, 4)
     assert (np.sort(blocks, axis=-1) == 4 * (blocks[..., :1] // 4) + np.arange(4)).all()  # whole seeds, every pair once
     assert len(np.unique(blocks[..., 0] // 4)) == 3
-    np.testing.assert_array_equal(group_indices(12, 5, 3), np.random.default_rng(3).integers(0, 12, (5, 12)))
-    np.testing.assert_array_equal(group_indices(12, 5, 3, np.zeros(12, int)), group_indices(12, 5, 3))  # one seed: pairs
+    one_seed = bootstrap_indices(12, 5, 3, np.zeros(12, int), whole_groups=True)
+    np.testing.assert_array_equal(one_seed, np.random.default_rng(3).integers(0, 12, (5, 12)))  # one seed: its pairs
     t = np.arange(1, 1025, dtype=np.float64)
     rng = np.random.default_rng(1)
     d = t ** -np.repeat([0.5, 0.6, 0.7], 4)[:, None] * np.exp(0.1 * rng.standard_normal((12, t.size)))

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nohair_jax import relay
+from nohair_jax.config import BlockLayout
 from nohair_jax.model import Probe, Transformer
 from nohair_jax.offsets import check_pairs, map_pairs
 from nohair_jax.theory import bound as theory
@@ -112,11 +113,21 @@ class BoundConditions:
         in the norm's denominator dominates: the norm no longer normalises, its input is near zero."""
         return math.sqrt(self.norm_eps)
 
+    @property
+    def layout(self) -> BlockLayout:
+        return BlockLayout(self.norm_placement, self.parallel_residual)
+
     def block_norm_names(self) -> tuple[str, ...]:
         """The norms of one block in forward order, as ``sigma_min`` lists them."""
-        return {"output": ("attention output", "MLP output"),
-                "sandwich": ("attention", "attention output", "MLP", "MLP output")}.get(self.norm_placement,
-                                                                                     ("attention", "MLP"))
+        return tuple(slot.name for slot in self.layout.norms())
+
+    def sigma_by_sublayer(self) -> dict[str, np.ndarray]:
+        """``sigma_min`` per layer of the norms of each sublayer, "attention" and "mlp": [L] each, the smaller
+        where a sublayer has two norms (sandwich)."""
+        slots = self.layout.norms()
+        sigma = self.sigma_min[: len(slots) * self.n_layers].reshape(self.n_layers, len(slots))
+        return {sublayer: sigma[:, [k for k, slot in enumerate(slots) if slot.sublayer == sublayer]].min(axis=1)
+                for sublayer in ("attention", "mlp")}
 
     def notes(self) -> list[str]:
         """What the architecture guarantees that a reader of B should know."""
@@ -134,17 +145,16 @@ class BoundConditions:
         """(reason, the condition it breaks) for each part of the architecture the explicit bound is not
         derived for; the condition is "placement", "logits" or "keys" (``conditions``), None where the
         part breaks none and only the constants are not derived for it."""
-        reasons = []
-        if self.norm_placement in ("output", "sandwich"):
-            reasons.append((f"norms on the sublayers' outputs (norm_placement={self.norm_placement!r}, OLMo 2's and "
-                            "Gemma's): the bound is derived for x + Attn(N(x)); here each sublayer's output is "
-                            "normalised before the residual add, which bounds what it adds, and the constants are not "
-                            "derived for it" + (" nor for attention that reads the unnormalised stream"
-                                               if self.norm_placement == "output" else ""), None))
-        elif self.norm_placement != "pre":
-            reasons.append((f"not pre-LN (norm_placement={self.norm_placement!r}): the bound is derived for blocks "
-                            "x + Attn(N(x)), x' + MLP(N(x')); post-LN normalises the residual stream itself",
-                            "placement"))
+        reasons, layout = [], self.layout
+        if layout.output_norms:
+            reasons.append((f"norms on the sublayers' outputs ({layout}, OLMo 2's and Gemma's): the bound is derived "
+                            "for x + Attn(N(x)); here each sublayer's output is normalised before the residual add, "
+                            "which bounds what it adds, and the constants are not derived for it"
+                            + ("" if layout.input_norms else " nor for attention that reads the unnormalised stream"),
+                            None))
+        elif layout.normalises_stream:
+            reasons.append((f"not pre-LN ({layout}): the bound is derived for blocks x + Attn(N(x)), x' + MLP(N(x')); "
+                            "post-LN normalises the residual stream itself", "placement"))
         if self.prompt_logit_bias:
             reasons.append(("prompt logit bias: gamma log(i/P) is added to the prompt logits, which are then not "
                             "bounded uniformly in i, so no weight is bounded by e^(2B)/i", "logits"))
@@ -157,7 +167,7 @@ class BoundConditions:
         if self.qk_norm:
             reasons.append(("QK-norm: the logits are bounded by construction, but the explicit constants are "
                             "derived for logits linear in the normalised input (w_q, w_k), not normalised again", None))
-        if self.parallel_residual:
+        if layout.parallel:
             reasons.append(("parallel residual (GPT-NeoX): the bound is derived for blocks x' = x + Attn(N(x)), "
                             "x' + MLP(N(x')) in sequence; in x + Attn(N(x)) + MLP(N(x)) the MLP reads the block's "
                             "input, and the constants are not derived for it", None))
@@ -194,8 +204,8 @@ class BoundConditions:
         window = "no window shorter than the sequences" if self.sliding_window is None else (
             f"a sliding window of {self.sliding_window}")
         return [
-            Condition("the residual stream itself not normalised (not post-LN)",
-                      f"norm_placement {self.norm_placement!r}", tuple(broken.get("placement", ()))),
+            Condition("the residual stream itself not normalised (not post-LN)", str(self.layout),
+                      tuple(broken.get("placement", ()))),
             Condition("attention logits bounded uniformly in i", f"B_l (largest |logit|), layers 1..{self.n_layers}: "
                       + " ".join(f"{v:.3g}" for v in self.logit_bound) + added, tuple(logits)),
             Condition("attention over every earlier key", window, tuple(broken.get("keys", ()))),
@@ -285,8 +295,7 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
     offsets = np.linalg.norm(hidden[:, :, 0] - hidden[:, :, 1], axis=-1).max(axis=-1)  # [n, L+1]
 
     blocks = list(model.blocks)
-    norms = [n for blk in blocks for n in (blk.attn_norm, blk.attn_out_norm, blk.mlp_norm, blk.mlp_out_norm)
-             if n is not None]
+    norms = [getattr(blk, slot.attribute) for blk in blocks for slot in cfg.layout.norms()]
     if model.final_norm is not None:
         norms.append(model.final_norm)
     linear = {name: [getattr(blk.attn, name) for blk in blocks] for name in ATTENTION_WEIGHTS}
