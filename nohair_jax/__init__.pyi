@@ -20,6 +20,9 @@ from nohair_jax.data import (
     Corpus as Corpus, decode as decode, encode as encode, heldout_prompt_pairs as heldout_prompt_pairs,
     load_corpus as load_corpus, markov_corpus as markov_corpus, stdlib_corpus as stdlib_corpus,
 )
+from nohair_jax.calibrated_relay import (
+    CalibratedRelay as CalibratedRelay, calibrate_relay as calibrate_relay, dilution_relay as dilution_relay,
+)
 from nohair_jax.direct_relay import PathSplit as PathSplit, direct_relay_split as direct_relay_split
 from nohair_jax.fit import (
     AlphaDifference as AlphaDifference, ExponentRise as ExponentRise, FitRefused as FitRefused, HalfLife as HalfLife,
