@@ -278,8 +278,9 @@ def _contrast_alibi(summary: Summary):
                                    refused=[d.reason for d in diffs.values() if isinstance(d, FitRefused)])
     text = "; ".join(f"{when} {d.difference:+.2f} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}] on t in {list(d.t_range)}"
                      for when, d in diffs.items())
-    return criteria.judged("last layer, alpha(ALiBi) - alpha(RoPE): " + text, [round(v, 3) for v in diffs["init"].ci],
-                           all(d.ci[0] > 0 for d in diffs.values()), **{when: d.to_dict() for when, d in diffs.items()})
+    verdict, _, _ = criteria.every_above_zero(list(diffs.values()))
+    return criteria.decided("last layer, alpha(ALiBi) - alpha(RoPE): " + text, [round(v, 3) for v in diffs["init"].ci],
+                            verdict, **{when: d.to_dict() for when, d in diffs.items()})
 
 
 def _contrast_bias(summary: Summary):
@@ -317,7 +318,8 @@ CLAIMS = (
           ("architecture_contrasts",),
           "The last layer's alpha of ALiBi minus that of the same architecture with RoPE, on a common window above both "
           f"noise floors, at init (the same seeds) and after the same training, each with {criteria.PAIRED_CRITERION}. "
-          "Agree if both intervals lie above 0; disagree otherwise; not measured if either difference is refused.",
+          "Agree if both intervals lie above 0; disagree if some interval, widened for their number (Bonferroni), lies "
+          "below 0; otherwise (or if either difference is refused) not measured.",
           _contrast_alibi),
     Claim("contrast_bias_slows", "(This project) The dilution-cancelling logit bias slows forgetting at every "
           "strength gamma, the more the larger gamma", criteria.OWN, ("architecture_contrasts",),

@@ -100,24 +100,27 @@ def draw(out: Path) -> None:
 
 
 def _direct(summary: Summary):
-    split = summary
-    fits = [f for f in criteria.read_fits(split["fits"]["direct"]) if isinstance(f, PowerLawFit)]
-    if not fits:
-        return criteria.unmeasured("no direct part could be fitted")
-    reference = criteria.dilution_alpha(split["settings"]["prompt_len"], fits[0].t_range)
+    fits = criteria.read_fits(summary["fits"]["direct"])
+    refused = [layer for layer, f in enumerate(fits, start=1) if not isinstance(f, PowerLawFit)]
+    if refused:
+        return criteria.unmeasured(f"the direct part of layer(s) {refused} could not be fitted: "
+                                   + "; ".join(f.reason for f in fits if not isinstance(f, PowerLawFit)))
+    # Each layer against dilution on its own window (a floor can end the layers' windows at different t).
+    reference = [criteria.dilution_alpha(summary["settings"]["prompt_len"], f.t_range) for f in fits]
     direct = alphas(fits)
-    text = (f"direct-read alpha per layer {', '.join(f'{a:.2f}' for a in direct)}; dilution P/(P+t) on the same window "
-            f"{reference:.2f}")
+    text = ("direct-read alpha against dilution P/(P+t) on the same window, per layer: "
+            + ", ".join(f"{a:.2f} / {r:.2f}" for a, r in zip(direct, reference)))
     return criteria.judged(text, [round(min(direct), 3), round(max(direct), 3)],
-                           all(abs(a - reference) < DILUTION_TOLERANCE for a in direct),
+                           all(abs(a - r) < DILUTION_TOLERANCE for a, r in zip(direct, reference)),
                            direct_alpha=direct, dilution_alpha=reference)
 
 
 CLAIMS = (
     Claim("direct_is_dilution", "The direct read of an untrained model (near-uniform attention) dilutes as P/(P+t)",
           "alpha = 1 for P/(P+t)", ("direct_vs_relay",),
-          "Per layer, alpha of the direct-read part of the offset against alpha of P / (P + t) fitted on the same "
-          f"window. Pass if every layer is within {DILUTION_TOLERANCE:g} of it, fail otherwise.", _direct, CHECK),
+          "Per layer, alpha of the direct-read part of the offset against alpha of P / (P + t) fitted on that layer's "
+          f"window. Pass if every layer is within {DILUTION_TOLERANCE:g} of it, fail otherwise; not measured if some "
+          "layer's direct part cannot be fitted.", _direct, CHECK),
 )
 
 

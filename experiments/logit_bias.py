@@ -196,8 +196,8 @@ def draw(out: Path) -> None:
 EARLY_FRACTION = 0.05  # "early in training": the first 5 % of the steps the unbiased run of the seed trained
 
 
-def _bias_last_step(run: str, accept: Callable[[PowerLawFit], bool]):
-    """Judge one run's (``bias`` or ``no_bias``) last-layer fit at its stop with ``accept(fit)``, every seed."""
+def _bias_last_step(run: str, verdict: Callable[[PowerLawFit], str]):
+    """Judge one run's (``bias`` or ``no_bias``) last-layer fit at its stop by ``verdict(fit)``, every seed."""
     def judge(summary: Summary):
         def seed(i: int) -> Judgement:
             r = summary["runs"][run][i]
@@ -205,7 +205,7 @@ def _bias_last_step(run: str, accept: Callable[[PowerLawFit], bool]):
             if isinstance(fit, FitRefused):
                 return criteria.unmeasured(fit.reason)
             text = f"{fit.alpha:.2f} (last layer, step {r['stop']}, t in {list(fit.t_range)}, inside the training context)"
-            return criteria.judged(text, criteria.alpha_interval(fit), accept(fit), stop=r["stop"])
+            return criteria.decided(text, criteria.alpha_interval(fit), verdict(fit), stop=r["stop"])
         return criteria.seeds_agree(summary["seeds"], [seed(i) for i in range(len(summary["seeds"]))],
                                     summary["runs"][run])
     return judge
@@ -252,7 +252,7 @@ CLAIMS = (
           "alpha {:g} to {:g}".format(*TRAINED_RANGE), ("logit_bias",),
           f"The model trained without the bias, at the step its training stopped, alpha on t in [{T_MIN}, C - P] inside "
           f"its training context C. {criteria.range_criterion(*TRAINED_RANGE)} " + criteria.TRAINED_CRITERION,
-          _bias_last_step("no_bias", lambda f: criteria.overlaps(f, *TRAINED_RANGE))),
+          _bias_last_step("no_bias", lambda f: criteria.in_range(f, *TRAINED_RANGE))),
     Claim("bias_stops_decay", "Cancelling dilution with a logit bias stops the decay early in training", "alpha ~ 0",
           ("logit_bias",), "The same model trained with and without the bias (same seed, same pairs), the last layer's "
           f"alpha on t in [{T_MIN}, C - P] at every measured step after step 0 in the first {EARLY_FRACTION:.0%} of the "
@@ -264,8 +264,9 @@ CLAIMS = (
           _bias_stops),
     Claim("bias_reverses", "With the logit bias the decay reverses later in training (offsets grow)", "alpha < 0",
           ("logit_bias",), f"The model trained with the bias, at the step its training stopped, alpha on t in [{T_MIN}, "
-          "C - P]. Agree if its interval lies entirely below 0, disagree otherwise. " + criteria.TRAINED_CRITERION,
-          _bias_last_step("bias", lambda f: criteria.alpha_interval(f) is not None and criteria.alpha_interval(f)[1] < 0)),
+          "C - P]. Agree if its interval lies entirely below 0, disagree if it lies entirely above 0, otherwise not "
+          "measured. " + criteria.TRAINED_CRITERION,
+          _bias_last_step("bias", lambda f: criteria.beyond(criteria.alpha_interval(f), 0.0, above=False))),
 )
 
 

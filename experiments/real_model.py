@@ -582,7 +582,7 @@ def _llm_alpha(key: str, lo: float, hi: float):
                 f"layers: median {np.median(fitted):.2f}, range {min(fitted):.2f} to {max(fitted):.2f}"
                 + (f"; the relay model at the same depth and windows: {relay[-1]:.2f} at the last layer, "
                    f"{min(relay):.2f} to {max(relay):.2f} over layers" if relay else ""))
-        return criteria.judged(text, criteria.alpha_interval(fit), criteria.overlaps(fit, lo, hi), alpha_per_layer=alphas(fits),
+        return criteria.decided(text, criteria.alpha_interval(fit), criteria.in_range(fit, lo, hi), alpha_per_layer=alphas(fits),
                                last_layer_interval=criteria.alpha_interval(fit), window=list(fit.t_range), paper_range=[lo, hi],
                                relay_alpha_per_layer=relay)
     return judge
@@ -753,14 +753,14 @@ def _jacobian_is_finite(summary: Summary):
     return criteria.equivalence(text, [round(v, 3) for v in diff.ci], smollm2=diff.to_dict())
 
 
-def _jacobian_alpha(row: str, judge_fit: Callable[[PowerLawFit], bool], **evidence):
-    """The last layer's Jacobian (Frobenius) alpha of one model row, judged by ``judge_fit``."""
+def _jacobian_alpha(row: str, judge_fit: Callable[[PowerLawFit], str], **evidence):
+    """The last layer's Jacobian (Frobenius) alpha of one model row, judged by ``judge_fit`` (its verdict)."""
     def judge(summary: Summary):
         fit, finite = _jacobian(summary, row, "frobenius"), _jacobian(summary, row, "finite")
         if isinstance(fit, FitRefused):
             return criteria.unmeasured(f"the last layer's Jacobian could not be fitted: {fit.reason}")
         text = f"{fit.brief()} on t in {list(fit.t_range)} ({_who(summary, row)}; the finite offsets' alpha {finite.brief()})"
-        return criteria.judged(text, criteria.alpha_interval(fit), judge_fit(fit), jacobian=fit.to_dict(),
+        return criteria.decided(text, criteria.alpha_interval(fit), judge_fit(fit), jacobian=fit.to_dict(),
                                finite=finite.to_dict(), **evidence)
     return judge
 
@@ -852,10 +852,10 @@ CLAIMS = (
           "{}: alpha {:g} to {:g}".format(RELATED, *RELATED_RANGE),
           ("real_model",),
           "The Frobenius norm of d h_L(P + t - 1) / d (prompt embeddings) on held-out text pairs, fitted on t in [32, T] "
-          "(no noise floor: a tangent is not a difference of nearly equal states). Agree if its 95 % interval over pairs "
-          "overlaps [{:g}, {:g}], disagree if it lies entirely outside; not measured if it cannot be "
-          "fitted. ".format(*RELATED_RANGE) + NEIGHBOURS_CRITERION,
-          _beside_neighbours(_jacobian_alpha("trained", lambda fit: criteria.overlaps(fit, *RELATED_RANGE),
+          "(no noise floor: a tangent is not a difference of nearly equal states). "
+          + criteria.range_criterion(*RELATED_RANGE).replace("the last layer's alpha", "its alpha") + " "
+          + NEIGHBOURS_CRITERION,
+          _beside_neighbours(_jacobian_alpha("trained", lambda fit: criteria.in_range(fit, *RELATED_RANGE),
                                              related_range=list(RELATED_RANGE)))),
     Claim("jacobian_absent_at_init", "(Related work) At random initialisation the Jacobian's token influence does not "
           "decay (SmolLM2's config, last layer)", f"{RELATED}: no decay at random init", ("real_model",),

@@ -177,7 +177,7 @@ def _trained(run: Run, p: Settings):
     beyond_window = list(beyond.t_range) if isinstance(beyond, PowerLawFit) else None
     text = (f"{fit.alpha:.2f} (last layer, t in {list(fit.t_range)}, inside the {p['context']}-token training context); "
             f"{criteria.alpha_text(beyond)} on t in {beyond_window}, extrapolating; {run['stop']} steps")
-    return criteria.judged(text, criteria.alpha_interval(fit), criteria.overlaps(fit, *TRAINED_RANGE),
+    return criteria.decided(text, criteria.alpha_interval(fit), criteria.in_range(fit, *TRAINED_RANGE),
                            last_layer_interval=criteria.alpha_interval(fit),
                            window=list(fit.t_range), extrapolated=alphas([beyond])[0], steps=run["stop"])
 

@@ -212,7 +212,7 @@ def _untrained(summary: Summary):
     relay = summary["rows"][-1].get("relay_alpha")
     text = (f"{fit.alpha:.2f} (last layer, depth {depth}); all layers {min(fitted):.2f} to {max(fitted):.2f}"
             + (f"; the relay model at the same depth and window: {relay[-1]:.2f}" if relay else ""))
-    return criteria.judged(text, criteria.alpha_interval(fit), criteria.overlaps(fit, *UNTRAINED_RANGE), depth=depth,
+    return criteria.decided(text, criteria.alpha_interval(fit), criteria.in_range(fit, *UNTRAINED_RANGE), depth=depth,
                            last_layer_interval=criteria.alpha_interval(fit),
                            window=list(fit.t_range), relay_alpha_per_layer=relay)
 

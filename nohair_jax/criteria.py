@@ -33,6 +33,12 @@ def judged(measured: str, interval, ok: bool, **evidence) -> Judgement:
     return Judgement(measured, interval, "agree" if ok else "disagree", evidence)
 
 
+def decided(measured: str, interval, verdict: str, **evidence) -> Judgement:
+    """The ``verdict`` a three-way rule gave (``in_range``, ``beyond``), with what was ``measured``, its
+    ``interval`` and the ``evidence``."""
+    return Judgement(measured, interval, verdict, evidence)
+
+
 def unmeasured(measured: str, **evidence) -> Judgement:
     """"not measured at this scale", with what was ``measured`` (text, saying why) and the ``evidence``."""
     return Judgement(measured, None, NOT_MEASURED, evidence)
@@ -105,10 +111,29 @@ def refusals(diffs) -> list[str | None]:
     return [d.reason if isinstance(d, FitRefused) else None for d in diffs]
 
 
-def overlaps(fit: PowerLawFit, lo: float, hi: float) -> bool:
-    """alpha's interval (alpha itself without one) meets the paper's range [``lo``, ``hi``]."""
-    ci = alpha_interval(fit) or [fit.alpha, fit.alpha]
-    return ci[1] >= lo and ci[0] <= hi
+def in_range(fit: PowerLawFit | FitRefused, lo: float, hi: float, margin: float = EQUIVALENCE_MARGIN) -> str:
+    """alpha against a paper's range [``lo``, ``hi``], by equivalence: agree when alpha's interval lies inside
+    the range widened by ``margin`` on each side, disagree when it lies wholly outside that, otherwise (or
+    without an interval) not measured. An interval that merely touches the range no longer agrees: more
+    noise can no longer make agreement easier."""
+    ci = alpha_interval(fit)
+    if ci is None:
+        return NOT_MEASURED
+    if lo - margin < ci[0] and ci[1] < hi + margin:
+        return "agree"
+    return "disagree" if ci[1] < lo - margin or ci[0] > hi + margin else NOT_MEASURED
+
+
+def beyond(interval, threshold: float, *, above: bool) -> str:
+    """A directional statement (alpha < 0, a difference > 0): agree when ``interval`` lies wholly above
+    ``threshold`` (``above``; else wholly below it), disagree when it lies wholly on the other side, otherwise
+    (it contains the threshold, or there is no interval) not measured."""
+    if interval is None:
+        return NOT_MEASURED
+    lo, hi = interval
+    if (lo > threshold) if above else (hi < threshold):
+        return "agree"
+    return "disagree" if ((hi < threshold) if above else (lo > threshold)) else NOT_MEASURED
 
 
 SLOPE_MARGIN = 0.1  # "decays at least like the relay shape": offset / shape grows by at most t^0.1 on [T/16, T]
@@ -231,14 +256,15 @@ WINDOW_CRITERION = "alpha fitted on t in [32, T] (ended early where the float32 
 
 
 def range_criterion(lo: float, hi: float) -> str:
-    """The criterion of a last layer's alpha against the paper's range [``lo``, ``hi``] (``overlaps``)."""
-    return (f"Agree if the 95 % t-interval of the last layer's alpha over pairs overlaps the paper's range [{lo:g}, "
-            f"{hi:g}], disagree if it lies entirely outside it; not measured if the last layer cannot be fitted.")
+    """The criterion of a last layer's alpha against the paper's range [``lo``, ``hi``] (``in_range``)."""
+    return (f"Agree if the 95 % t-interval of the last layer's alpha over pairs lies inside the paper's range [{lo:g}, "
+            f"{hi:g}] widened by the equivalence margin {EQUIVALENCE_MARGIN:g} on each side, disagree if it lies wholly "
+            "outside the widened range, otherwise (or if the last layer cannot be fitted) not measured.")
 
 
 RISE_CRITERION = (f"The rise: the mean local exponent over the last quarter of the log-t bins from t = {RISE_T_MIN} to T "
-                  "minus over the first quarter, with a 95 % t-interval over pairs; the relay model's on the same grid at "
-                  "the same P and depth. Agree if in every layer the network's interval lies above 0 and the relay model "
+                  "minus over the first quarter, with a 95 % t-interval over pairs; the relay model's (the solvable one "
+                  "without residual, a = 0) on the same grid at the same P and depth. Agree if in every layer the network's interval lies above 0 and the relay model "
                   f"rises by more than {RISE_MARGIN}; disagree if in some layer they part ways beyond doubt (the network's "
                   "interval, widened for the number of layers (Bonferroni), above 0 while the relay model does not rise, "
                   "or below 0 while it does); otherwise not measured.")
