@@ -11,7 +11,6 @@ resamples, to docs/power_law_calibration.md (about 5 minutes on 2 busy CPU cores
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from scipy.stats import t as student_t
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the harness lives with its test
+from calibration_cli import calibration_args  # noqa: E402
 
 import test_power_law_calibration as harness  # noqa: E402
 
@@ -118,14 +118,7 @@ def verdict(v) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--draws", type=int, default=harness.BENCH_DRAWS)
-    parser.add_argument("--n-boot", type=int, default=harness.N_BOOT)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "power_law_calibration.md")
-    args = parser.parse_args()
-    command = "python benchmarks/power_law_calibration.py" + (
-        "" if (args.draws, args.n_boot) == (harness.BENCH_DRAWS, harness.N_BOOT)
-        else f" --draws {args.draws} --n-boot {args.n_boot}")
+    args, command = calibration_args(__doc__, "power_law_calibration.py", harness, ROOT / "docs" / "power_law_calibration.md")
     start = time.perf_counter()
     rows = []
     for name in harness.FAMILIES:

@@ -1,0 +1,20 @@
+"""The command line both calibration benchmarks share (power_law_calibration.py, judge_calibration.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def calibration_args(doc: str, script: str, harness, default_out: Path) -> tuple[argparse.Namespace, str]:
+    """``--draws`` and ``--n-boot`` (defaults: the harness's ``BENCH_DRAWS``, ``N_BOOT``) and ``--out`` (the
+    doc written); returns the arguments and the command that makes the same run, for the doc's header."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--draws", type=int, default=harness.BENCH_DRAWS)
+    parser.add_argument("--n-boot", type=int, default=harness.N_BOOT)
+    parser.add_argument("--out", type=Path, default=default_out)
+    args = parser.parse_args()
+    command = f"python benchmarks/{script}" + (
+        "" if (args.draws, args.n_boot) == (harness.BENCH_DRAWS, harness.N_BOOT)
+        else f" --draws {args.draws} --n-boot {args.n_boot}")
+    return args, command
