@@ -275,7 +275,8 @@ CLAIMS = (
     Claim("sink_shared_first_token", "(This project) A shared first token (the sink) does not change how fast the "
           "prompt is forgotten (SmolLM2-135M-Instruct, last layer)", criteria.OWN, ("sinks",),
           "The real model's held-out text pairs measured as cut and with prompt b's first token set to prompt a's: the "
-          "last layer's alpha(shared) minus alpha(different) on a common window above both noise floors, "
+          "last layer's alpha(shared) minus alpha(different) on a common window, t from the profile's t_min (fixed "
+          "before the data) to T, ended above both noise floors, "
           f"{criteria.PAIRED_CRITERION}. Equivalence, margin {criteria.EQUIVALENCE_MARGIN}: agree if the interval lies "
           "inside it, disagree if wholly outside, otherwise (or if the difference is refused) not measured.", _sink_shared),
 )
