@@ -41,6 +41,7 @@ import time
 import warnings
 from pathlib import Path
 
+from nohair_jax.checks import check_settings
 from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
 from nohair_jax.interrupts import Terminated, deferred, interrupt_on
 
@@ -498,6 +499,11 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+def check_dynamics(args) -> None:
+    check_settings(draws=args.draws, n=args.n, d=args.d, heads=args.heads, steps=args.steps, dt=args.dt, eps=args.eps,
+                   gains=args.gain)
+
+
 def cmd_dynamics(args) -> int:
     from nohair_jax.token_dynamics import gain_sweep, sweep_table
 
@@ -617,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_boot_and_out(g, "sweep", intervals="the interval")
     p.set_defaults(func=cmd_sweep)
 
-    # Sizes are plain numbers here and checked by token_dynamics.gain_sweep: one error line each.
+    # Sizes are plain numbers here, checked by check_dynamics before JAX loads: one error line each.
     p = sub.add_parser("dynamics", help="consensus of random attention particle systems against the control gain")
     g = p.add_argument_group("particle systems (tokens on the sphere, every entry of Q, K, V iid N(0, 1))")
     g.add_argument("--draws", type=_int32, default=128, help="random (Q, K, V, x0) draws (default 128)")
@@ -633,7 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dt", type=float, default=0.02, help="step (default 0.02)")
     g.add_argument("--eps", type=float, default=0.1, help="consensus tolerance on the diameter (default 0.1)")
     g.add_argument("--out", default="results/dynamics", help="output folder (default results/dynamics)")
-    p.set_defaults(func=cmd_dynamics)
+    p.set_defaults(func=cmd_dynamics, check=check_dynamics)
 
     from nohair_jax.parts import PROFILES, part_names
     from nohair_jax.workers import available_cpus
@@ -714,6 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     why = None if out is None else _unmakeable(out)
     if why:  # before any work: the folder must be makeable
         print(f"nohair {args.command}: error: --out {str(out)!r} {why}", file=sys.stderr)
+        return 2
+    try:  # a command's own checks of its options, before JAX loads and before any file
+        getattr(args, "check", lambda _: None)(args)
+    except ValueError as err:
+        print(f"nohair {args.command}: error: {err}", file=sys.stderr)
         return 2
     try:
         with folder_lock(out) if out is not None else contextlib.nullcontext(), warnings.catch_warnings():

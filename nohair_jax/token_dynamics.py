@@ -37,13 +37,12 @@ from jax import lax
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from nohair_jax.checks import check_int
+from nohair_jax.checks import check_int, check_settings
 from nohair_jax.dynamics import cluster_control, diameter, distance_to, drift_bound, mean_cosine, n_clusters, simulate
 from nohair_jax.results import load_json, save_figure, save_json, save_npz, written_together
 
 QUANTILES = (0.1, 0.5, 0.9)
-# RK4 is stable on dx/ds = -r x for r ds up to about 2.785; stay clear of the edge.
-RK4_STABLE = 2.5
+
 
 # ------------------------------------------------------------------------------------ ensembles
 
@@ -74,21 +73,6 @@ class Runs(NamedTuple):
     record: np.ndarray
     clusters: np.ndarray
     states: np.ndarray
-
-
-def check_settings(*, draws: int, n: int, d: int, heads: int, steps: int, dt: float, eps: float,
-                   gains=()) -> None:
-    """Raise ``ValueError`` naming the first bad value (before any work or file is made)."""
-    for name, value, low in (("draws", draws, 1), ("n", n, 2), ("d", d, 2), ("heads", heads, 1), ("steps", steps, 1)):
-        check_int(name, value, low)
-    for name, value in (("dt", dt), ("eps", eps)):
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    for gain in gains:
-        if not (math.isfinite(gain) and gain >= 0):
-            raise ValueError(f"gain must be a finite number >= 0, got {gain!r}")
-        if gain * dt > RK4_STABLE:
-            raise ValueError(f"gain * dt = {gain * dt:g} is beyond RK4's stable range ({RK4_STABLE}); lower dt")
 
 
 def random_systems(seed: int, draws: int, n: int, d: int, *, heads: int = 1, beta: float = 1.0) -> Systems:

@@ -213,10 +213,12 @@ def test_out_that_is_a_file_and_unwritable_paths_are_one_line_errors(tmp_path, c
     ("import nohair_jax as nh; nh.relay.offsets", ("flax", "optax", "orbax", "sympy", "matplotlib")),
     ("import nohair_jax.cli as c\ntry:\n    c.main(['reproduce', '--only', 'nonsense'])\nexcept SystemExit:\n    pass",
      ("jax", "flax", "matplotlib")),
+    ("import nohair_jax.cli as c\nassert c.main(['dynamics', '--n', '1', '--out', '/nonexistent/never']) == 2",
+     ("jax", "flax", "matplotlib")),
 ])
 def test_help_and_the_relay_model_load_no_heavy_library(code, heavy):
     """``nohair --help`` and ``nh.relay`` import only what they use (the package's names load lazily), and a
-    reproduction's unknown part is refused before JAX loads (the parts are named from their files)."""
+    reproduction's unknown part and a bad particle-system size are refused before JAX loads."""
     import subprocess
     import sys
 
