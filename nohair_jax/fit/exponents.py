@@ -59,16 +59,16 @@ def quarter_rise(exponents) -> float:
 class ExponentRise:
     """Result of ``local_exponent_rise``: ``rise`` = ``last - first``, the mean local exponent over
     the last quarter of the log bins minus over the first quarter; its t-interval ``ci`` over pairs
-    at ``confidence`` with ``dof`` degrees of freedom (bootstrap standard error; None for one curve);
+    with ``dof`` degrees of freedom at ``confidence`` (bootstrap standard error; None for one curve);
     ``t_range``: the first and last point of the local exponent's grid (positions)."""
 
     rise: float
-    ci: tuple[float, float] | None
     first: float
     last: float
-    t_range: tuple[float, float]
-    confidence: float
+    ci: tuple[float, float] | None
     dof: float | None
+    confidence: float
+    t_range: tuple[float, float]
 
     def brief(self, spec: str = "+.2f") -> str:
         """The rise and its interval, ``"+0.52 [+0.40, +0.61]"``."""
