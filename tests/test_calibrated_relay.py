@@ -46,9 +46,11 @@ def test_calibration_reads_the_relay_transformer_back(depth):
     np.testing.assert_allclose(relay.value_gain, S / sigma, rtol=1e-3)
     assert relay.prompt_offsets.shape == (depth, P) and (relay.prompt_offsets > EPS).all()
     np.testing.assert_allclose(relay.offsets()[1:], relay.measured[1:], rtol=2e-3)
+    # The offsets it reads are the project's measurement of them (prompt_pair_offsets, float64).
+    np.testing.assert_allclose(relay.measured, nh.prompt_pair_offsets(model, a, b, c, float64=True).l2[0], rtol=1e-3)
 
 
-def test_on_a_trained_shape_model_the_prediction_is_finite_and_the_weights_are_causal(make_tiny):
+def test_on_a_random_model_the_prediction_is_finite_and_the_weights_are_causal(make_tiny):
     model = make_tiny(seed=3)
     pairs = nh.random_prompt_pairs(0, 2, 4, 20, model.config.vocab_size)
     relay = calibrate_relay(model, *pairs)

@@ -121,13 +121,18 @@ class BoundConditions:
         """The norms of one block in forward order, as ``sigma_min`` lists them."""
         return tuple(slot.name for slot in self.layout.norms())
 
-    def sigma_by_sublayer(self) -> dict[str, np.ndarray]:
-        """``sigma_min`` per layer of the norms of each sublayer, "attention" and "mlp": [L] each, the smaller
-        where a sublayer has two norms (sandwich)."""
+    def by_sublayer(self, values: np.ndarray, reduce=np.min) -> dict[str, np.ndarray]:
+        """One per-norm array (``sigma_min``, ``gain``, ``norm_bias``: [n_norms], the block norms in forward order,
+        then the final norm) per layer and sublayer: {"attention": [L], "mlp": [L]}, ``reduce`` over a sublayer's
+        norms where it has two (sandwich)."""
         slots = self.layout.norms()
-        sigma = self.sigma_min[: len(slots) * self.n_layers].reshape(self.n_layers, len(slots))
-        return {sublayer: sigma[:, [k for k, slot in enumerate(slots) if slot.sublayer == sublayer]].min(axis=1)
+        per_layer = values[: len(slots) * self.n_layers].reshape(self.n_layers, len(slots))
+        return {sublayer: reduce(per_layer[:, [k for k, slot in enumerate(slots) if slot.sublayer == sublayer]], axis=1)
                 for sublayer in ("attention", "mlp")}
+
+    def sigma_by_sublayer(self) -> dict[str, np.ndarray]:
+        """``sigma_min`` per layer and sublayer, the smaller where a sublayer has two norms (``by_sublayer``)."""
+        return self.by_sublayer(self.sigma_min)
 
     def notes(self) -> list[str]:
         """What the architecture guarantees that a reader of B should know."""
@@ -219,11 +224,13 @@ class BoundConditions:
 
     def block_values(self) -> dict[str, np.ndarray]:
         """Per-layer values ``[L]`` of every symbol of ``theory.bound.BLOCK_SYMBOLS``."""
-        attn, mlp = slice(0, 2 * self.n_layers, 2), slice(1, 2 * self.n_layers, 2)
+        # The worst case over a sublayer's norms (the derivation has one per sublayer: coefficients refuses the rest).
+        sigma = self.sigma_by_sublayer()
+        gain, beta = self.by_sublayer(self.gain, np.max), self.by_sublayer(self.norm_bias, np.max)
         w, bias = self.weight_norms, self.bias_norms
         return dict(
-            B=self.logit_bound, sigma_attn=self.sigma_min[attn], sigma_mlp=self.sigma_min[mlp],
-            g_attn=self.gain[attn], g_mlp=self.gain[mlp], beta_attn=self.norm_bias[attn], beta_mlp=self.norm_bias[mlp],
+            B=self.logit_bound, sigma_attn=sigma["attention"], sigma_mlp=sigma["mlp"], g_attn=gain["attention"],
+            g_mlp=gain["mlp"], beta_attn=beta["attention"], beta_mlp=beta["mlp"],
             d=self.d_model, d_head=self.head_dim, G=self.group, w_q=w["q"], w_k=w["k"], w_v=w["v"], w_o=w["o"],
             b_q=bias["q"], b_k=bias["k"], w_up=w["up"], w_gate=w["gate"], w_down=w["down"], b_up=bias["up"],
             b_gate=bias["gate"],
