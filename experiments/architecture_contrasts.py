@@ -101,11 +101,21 @@ class Variant(TypedDict):
     relay_applies: NotRequired[bool]
 
 
+class BiasSteps(TypedDict):
+    """The trained last layer's alpha at each logit-bias strength minus at the next weaker one (``gammas`` in
+    increasing order; ``trained[k]`` is gammas[k + 1] against gammas[k], paired ``AlphaDifference`` records or
+    ``FitRefused``'s): what "the more the larger gamma" is judged on."""
+
+    gammas: list[float]
+    trained: list[Record]
+
+
 class Summary(PartSummary):
     """What ``run`` saves in summary.json and the claims read (``claims.check_summary``): ``variants``
     by name (``BASELINE``, "ALiBi", "window <W>", "logit bias <gamma>", ...)."""
 
     variants: dict[str, Variant]
+    bias_steps: BiasSteps
     corpus: NotRequired[dict]
     baseline: NotRequired[str]
     relay_model: NotRequired[list[Record]]
@@ -184,12 +194,17 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     for name, row in rows.items():  # each variant's last-layer alpha minus the baseline's, at init and trained
         row["minus_baseline"] = {when: _last_layer_difference(curves[name][when], curves[BASELINE][when], p)
                                  for when in ("init", "trained")}
+    gammas = sorted(p["gammas"])
+    names = [f"logit bias {g:g}" for g in gammas if f"logit bias {g:g}" in curves]
+    bias_steps = BiasSteps(gammas=[float(g) for g in gammas if f"logit bias {g:g}" in curves], trained=[
+        _last_layer_difference(curves[stronger]["trained"], curves[weaker]["trained"], p)
+        for weaker, stronger in zip(names, names[1:])])
     t = np.arange(1, p["length"] + 1, dtype=np.float64)
     relay_curve = np.asarray(nh.relay.offsets(p["prompt_len"], p["length"], p["depth"]))
     relay = [nh.fit_power_law(t, relay_curve[layer][None], t_min=p["t_min"], n_boot=0).to_dict()
              for layer in range(1, p["depth"] + 1)]
     summary = Summary(profile=profile, settings=p, model=base.to_dict(), corpus=corpus.to_dict(), baseline=BASELINE,
-                   variants=rows, relay_model=relay)
+                   variants=rows, bias_steps=bias_steps, relay_model=relay)
     return write_summary(out, summary, draw)
 
 
@@ -284,26 +299,27 @@ def _contrast_alibi(summary: Summary):
 
 
 def _contrast_bias(summary: Summary):
-    names = sorted((n for n in summary["variants"] if n.startswith("logit bias ")),
-                   key=lambda n: float(n.removeprefix("logit bias ")))
-    if len(names) < 2:
-        return criteria.unmeasured(f"{len(names)} logit-bias strength(s) ran; the criterion needs two or more")
-    gammas = [float(n.removeprefix("logit bias ")) for n in names]
+    steps = summary["bias_steps"]
+    gammas = steps["gammas"]
+    if len(gammas) < 2:
+        return criteria.unmeasured(f"{len(gammas)} logit-bias strength(s) ran; the criterion needs two or more")
+    names = [f"logit bias {g:g}" for g in gammas]
     diffs = {when: [_minus_baseline(summary, n)[when] for n in names] for when in ("trained", "init")}
+    stronger = [fit_from_dict(d) for d in steps["trained"]]
     beside = "; at init, where it is close to an identity of the bias: " + "; ".join(
         f"gamma {g:g} {d.brief()}" for g, d in zip(gammas, diffs["init"]))
-    if not criteria.all_with_interval(diffs["trained"]):
-        return criteria.unmeasured("a trained model's difference could not be fitted with an interval" + beside)
     trained = diffs["trained"]
-    points = [d.difference for d in trained]
-    text = "last layer trained, alpha(bias) - alpha(none): " + "; ".join(
-        f"gamma {g:g} {d.difference:+.2f} [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" for g, d in zip(gammas, trained)) + beside
-    slower = all(d.ci[1] < 0 for d in trained) and all(b < a for a, b in zip(points, points[1:]))
-    faster = [g for g, d in zip(gammas, trained)
-              if (wide := bonferroni(d.ci, d.dof, len(trained), d.confidence)) is not None and wide[0] > 0]
-    verdict = "agree" if slower else "disagree" if faster else NOT_MEASURED
+    if not criteria.all_with_interval(trained + stronger):
+        return criteria.unmeasured("a trained model's difference could not be fitted with an interval" + beside)
+    text = ("last layer trained, alpha(bias) - alpha(none): "
+            + "; ".join(f"gamma {g:g} {d.brief()}" for g, d in zip(gammas, trained))
+            + "; each strength minus the next weaker: "
+            + "; ".join(f"{b:g} - {a:g} {d.brief()}" for a, b, d in zip(gammas, gammas[1:], stronger)) + beside)
+    verdict, _, above = criteria.every_below_zero(trained + stronger)
+    labels = [f"{g:g} - none" for g in gammas] + [f"{b:g} - {a:g}" for a, b in zip(gammas, gammas[1:])]
     return Judgement(text, [round(v, 3) for v in trained[-1].ci], verdict, dict(
-        gammas=gammas, difference=points, intervals=[list(d.ci) for d in trained], faster_at=faster,
+        gammas=gammas, difference=[d.difference for d in trained], intervals=[list(d.ci) for d in trained],
+        stronger_minus_weaker=[list(d.ci) for d in stronger], above_zero=[labels[k - 1] for k in above],
         init_intervals=[criteria.difference_ci(d) for d in diffs["init"]]))
 
 
@@ -324,10 +340,10 @@ CLAIMS = (
     Claim("contrast_bias_slows", "(This project) The dilution-cancelling logit bias slows forgetting at every "
           "strength gamma, the more the larger gamma", criteria.OWN, ("architecture_contrasts",),
           "After the same training (at init the bias's effect is close to an identity of the bias: reported beside), "
-          "the last layer's alpha with the bias at each gamma minus that without, on a common window, with "
-          f"{criteria.PAIRED_CRITERION}. Agree if every interval lies below 0 and the differences fall as gamma grows; "
-          "disagree if some interval, widened for the number of strengths (Bonferroni), lies above 0; not measured "
-          "otherwise or with fewer than two strengths.", _contrast_bias),
+          "the last layer's alpha with the bias at each gamma minus that without, and at each gamma minus at the next "
+          f"weaker one, on a common window, each with {criteria.PAIRED_CRITERION}. Agree if every interval lies below "
+          "0 (slower than without, and slower the larger gamma); disagree if some interval, widened for their number "
+          "(Bonferroni), lies above 0; not measured otherwise or with fewer than two strengths.", _contrast_bias),
 )
 
 

@@ -16,6 +16,8 @@ needs no correction); they disagree only beyond a Bonferroni correction over the
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from nohair_jax.bound.records import ShapeCheck, shape_from_dict
@@ -73,6 +75,14 @@ def every_above_zero(diffs: list[AlphaDifference]) -> tuple[str, list[int], list
              if (wide := bonferroni(d.ci, d.dof, len(diffs), d.confidence)) is not None and wide[1] < 0]
     verdict = "agree" if len(above) == len(diffs) else "disagree" if below else NOT_MEASURED
     return verdict, above, below
+
+
+def every_below_zero(diffs: list[AlphaDifference]) -> tuple[str, list[int], list[int]]:
+    """``every_above_zero``'s mirror, for a row that says "below 0 in every comparison": agree when every
+    interval lies below 0, disagree when some interval widened for their number lies above 0. Returns
+    (verdict, the comparisons below 0, those above 0 after the correction), 1-based."""
+    return every_above_zero([dataclasses.replace(d, difference=-d.difference, ci=(-d.ci[1], -d.ci[0]),
+                                                 alpha_a=d.alpha_b, alpha_b=d.alpha_a) for d in diffs])
 
 
 def read_fits(saved: list[dict]) -> list[PowerLawFit | FitRefused]:

@@ -25,7 +25,7 @@ Judges (``JUDGES``; each with its settings, the rows and profiles they stand for
   layer -0.2. Where the relay model does not rise by more than ``RISE_MARGIN`` (layers 15 and 30 on t up to 512)
   a layer cannot agree, and a network that rises there disagrees: the truths' verdicts say so.
 * ``in_range``: ``criteria.in_range`` of one alpha with ``TRAINED_RANGE`` (0.55, 0.7) widened by the margin,
-  (0.45, 0.8) (trained_alpha, no_bias_trained, llm_trained_alpha); alpha 0.3, 0.4, 0.45 (on the widened range's
+  (0.45, 0.8) (trained_alpha, llm_trained_alpha); alpha 0.3, 0.4, 0.45 (on the widened range's
   end), 0.5, 0.6, 0.75, 0.9. It replaced ``criteria.overlaps`` (agree whenever the interval meets the range) in
   commit 6d36235 (issue 49); the benchmark reports that rule's rates on the same draws (``overlaps_before``).
 
@@ -519,9 +519,9 @@ JUDGES: dict[str, Judge] = {
         _simulate_alpha, _verdict_in_range, "alpha", "ci",
         (criteria.TRAINED_RANGE[0] - criteria.EQUIVALENCE_MARGIN, criteria.TRAINED_RANGE[1] + criteria.EQUIVALENCE_MARGIN),
         (0.3, 0.4, 0.45, 0.5, 0.6, 0.75, 0.9),
-        (Setting("in_range", "trained_alpha, no_bias_trained (quick)", 8, 32, 112),
+        (Setting("in_range", "trained_alpha (quick)", 8, 32, 112),
          Setting("in_range", "(between the profiles)", 16, 32, 112),
-         Setting("in_range", "trained_alpha, no_bias_trained (full)", 32, 32, 112),
+         Setting("in_range", "trained_alpha (full)", 32, 32, 112),
          Setting("in_range", "llm_trained_alpha", 16, 32, 512)),
         "`criteria.in_range` with `TRAINED_RANGE` (0.55, 0.7): agree when alpha's interval lies inside the range "
         "widened by the equivalence margin, (0.45, 0.8), disagree when it lies wholly outside that, otherwise not "
