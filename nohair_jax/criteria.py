@@ -291,4 +291,7 @@ PAIRED_CRITERION = ("one paired t-interval (both conditions were measured on the
 TRAINED_CRITERION = ("A trained model counts only when its held-out loss levelled off (trained in doubling stages; after a "
                      f"stage the drop per doubling of the steps, fitted over the last doubling, is below {MAX_DROP:g} bits "
                      f"per byte and its one-sided {CONFIDENCE * 100:g} % upper bound below twice that) and {MIN_SEEDS} "
-                     "seeds were trained and agree; otherwise not measured at this scale, with the numbers shown.")
+                     "seeds were trained and agree; otherwise not measured at this scale, with the numbers shown. "
+                     "Its window ends where its training context does (a RoPE model is not read at positions it never "
+                     "trained on): about half a decade of t for these small models, far shorter than the windows of "
+                     "the papers' language models, so a verdict speaks of that window.")
