@@ -9,6 +9,7 @@ docs/judge_calibration.md (15 minutes on 2 CPU cores shared with a training job)
 
     python benchmarks/judge_calibration.py                                      # the table, into docs/
     python benchmarks/judge_calibration.py --draws 10 --n-boot 20 --out /tmp/judges.md   # a smoke run
+    python benchmarks/judge_calibration.py --only beyond --out /tmp/beyond.md   # some judges' tables alone
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ at 0 (no effect anywhere). *shape_test*: every slope -0.3 (faster than the relay
 0 (exactly the shape, 0.1 inside the margin), and one layer +0.3 or +0.6 slower than the margin allows.
 *in_range*: alpha 0.6 (inside the paper's range), 0.5 and 0.75 (outside the range but inside the margin that
 widens it), 0.45 (on the widened range's end), 0.4, 0.3 and 0.9 (outside).
+*beyond* (the offsets grow: alpha below 0): alpha -0.2 (growing beyond doubt), -0.05 (just), 0 (the threshold:
+the boundary), +0.05 and +0.2 (still decaying), in every seed.
 
 ## Noise, truths, distances
 
@@ -105,7 +108,7 @@ at `z = {normal:.2f}` with a known standard error (`z_0.975 + z_0.90`), {dof31:.
 hold (agree) or the quantile is widened by Bonferroni (disagree). *Measured*: the draws of the setting's first
 truth moved (the fits are equivariant: curves times `t^-c` move every estimate and interval by `c`, checked in
 the test) so that the truth lies `z` SE on that side of its threshold, every layer for "agree", the first layer
-for "disagree" with the others 10 SE deep on their agree side; the smallest `z` (step 0.05) at which the judge
+for "disagree" with the others 10 SE deep on their agree side (*beyond*: every seed, which must all disagree); the smallest `z` (step 0.05) at which the judge
 gives that verdict in at least 90 % of the draws, through the criterion function itself. "-": that side cannot
 be reached (no agreement where the relay model does not rise); "never": a band (an equivalence margin,
 {margin:g} on each side; the widened range) narrower than the distance needed even at its centre.
@@ -165,6 +168,8 @@ def pairs_text(s) -> str:
     text = f"{s.seeds} seeds x {s.pairs // s.seeds}" if s.seeds > 1 else f"{s.pairs}"
     if s.other_pairs:
         text += f" vs {s.other_seeds} seeds x {s.other_pairs // s.other_seeds}" if s.other_seeds > 1 else f" vs {s.other_pairs}"
+    if s.judge in harness.UNANIMOUS:  # the layers are seeds, each its own model and interval
+        return text + " pairs" + ("" if s.layers == 1 else f" in each of {s.layers} seeds")
     return text + " pairs" + ("" if s.layers == 1 else f", {s.layers} layers")
 
 
@@ -181,11 +186,14 @@ def breaks_text(cell) -> str:
 
 
 def main() -> None:
-    args, command = calibration_args(__doc__, "judge_calibration.py", harness, ROOT / "docs" / "judge_calibration.md")
+    args, command = calibration_args(__doc__, "judge_calibration.py", harness, ROOT / "docs" / "judge_calibration.md",
+                                     only=tuple(harness.JUDGES))
     start = time.perf_counter()
     results = {}  # judge -> [(setting, cells, {side: (theory, measured)})]
     before = {}  # id(in_range cell) -> the rule before on its draws
     for name, judge in harness.JUDGES.items():
+        if name not in args.only:
+            continue
         results[name] = []
         for s in judge.settings:
             began = time.perf_counter()

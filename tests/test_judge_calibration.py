@@ -28,6 +28,11 @@ Judges (``JUDGES``; each with its settings, the rows and profiles they stand for
   (0.45, 0.8) (trained_alpha, llm_trained_alpha); alpha 0.3, 0.4, 0.45 (on the widened range's
   end), 0.5, 0.6, 0.75, 0.9. It replaced ``criteria.overlaps`` (agree whenever the interval meets the range) in
   commit 6d36235 (issue 49); the benchmark reports that rule's rates on the same draws (``overlaps_before``).
+* ``beyond``: ``criteria.beyond`` of one seed's alpha against 0, below it agreeing (bias_reverses: the biased
+  model's last layer at the stop, t in [32, C - P] = [32, 112]; the quick profile's one seed of 8 pairs, whose row
+  ``criteria.seeds_agree`` leaves not measured for want of seeds, and the full profile's 3 seeds of 32 pairs, each
+  seed its own model and interval, agreeing or disagreeing only when every seed does); alpha -0.2, -0.05, 0 (on the
+  threshold), +0.05, +0.2 in every seed.
 
 Noise: pair ``i`` of a condition is ``d_i(t) = f(t) exp(a_i - b_i log(t / t0) + e_i(t))``, ``t0 = 100``, with
 ``a_i ~ N(0, 0.22)`` (SmolLM2's level spread at t0), ``b_i ~ N(0, 0.28 * 0.6)`` (SmolLM2's sd of log alpha over
@@ -102,6 +107,7 @@ DECISIVE_MIN = 3.5  # the test requires a decision only this many SE from the th
 CONFIDENCE = 0.95
 AGREE, DISAGREE, BOUNDARY = "agree", "disagree", "boundary"
 BANDS = ("equivalence", "near_zero", "in_range")  # judges of one interval against a band (lo, hi): inside agrees
+UNANIMOUS = ("beyond",)  # judges over layers (seeds) that agree, and disagree, only when every one does
 
 
 # ---------------------------------------------------------------- noise and the population curve
@@ -241,6 +247,8 @@ def _layer_orientation(s: Setting) -> tuple[float, np.ndarray, np.ndarray, bool]
     if s.judge == "rise":
         rises = np.array(relay_rises(s.prompt_len, s.t_min, s.t_max, s.rise_layers)) > criteria.RISE_MARGIN
         return 0.0, np.where(rises, 1.0, -1.0), rises, False
+    if s.judge == "beyond":  # bias_reverses: alpha below 0 agrees
+        return 0.0, -np.ones(s.layers), np.ones(s.layers, bool), False
     return 0.0, np.ones(s.layers), np.ones(s.layers, bool), False
 
 
@@ -263,6 +271,8 @@ def noiseless_verdict(s: Setting, values) -> str:
     _, _, possible, at_margin = _layer_orientation(s)
     if possible.all() and ((gaps > 0).all() or (at_margin and (gaps >= 0).all())):
         return AGREE
+    if s.judge in UNANIMOUS:
+        return DISAGREE if (gaps < 0).all() else BOUNDARY
     return DISAGREE if (gaps < 0).any() else BOUNDARY
 
 
@@ -456,6 +466,38 @@ def _verdict_rise(s: Setting, records) -> str:
                           for layer, r, q in zip(s.rise_layers, records, relay)]).verdict
 
 
+# -- a directional statement on one alpha per seed
+
+
+def _simulate_beyond(s: Setting, truths, rng, n_boot: int, draw: int):
+    """Per seed (``s.layers``: each seed its own trained model) its own pairs' curves, the same for every truth,
+    through ``fit_power_law`` on the row's window; the pairs' own exponent set so that the population alpha is the
+    truth."""
+    t = s.positions()
+    x = np.log(t / T0)
+    records = [[] for _ in truths]
+    for seed in range(s.layers):
+        effects = pair_effects(rng, s.pairs, x, 1, s.exponent_sd)
+        for k, truth in enumerate(truths):
+            records[k].append(fit_power_law(t, np.exp(effects - own_alpha(t, s.t_min, truth.values[seed], 1,
+                                                                             s.exponent_sd) * x),
+                                            t_min=s.t_min, n_boot=n_boot, seed=draw + 7919 * seed))
+    return records
+
+
+def _verdict_beyond(s: Setting, records) -> str:
+    """bias_reverses' judgement: ``criteria.beyond`` of each seed's alpha interval against 0 (below agrees), the
+    seeds' verdicts through ``criteria.seeds_agree`` with runs that count as trained (one seed: its own verdict,
+    which the row's ``seeds_agree`` leaves not measured for want of seeds)."""
+    judged = [criteria.decided("", criteria.alpha_interval(f), criteria.beyond(criteria.alpha_interval(f), 0.0,
+                                                                               above=False)) for f in records]
+    if len(judged) == 1:
+        return judged[0].verdict
+    levelled = dict(drop=0.0, upper=0.0, step=1, reason="")  # a stand-in that counts as trained
+    runs = [dict(seed=k, plateau=levelled) for k in range(len(judged))]
+    return criteria.seeds_agree(list(range(len(judged))), judged, runs).verdict
+
+
 # Layer patterns: (label, (the first layer's value, every other layer's)).
 _EVERY = (("every layer +0.2", (0.2, 0.2)), ("one layer 0", (0.0, 0.2)), ("one layer -0.2", (-0.2, 0.2)),
           ("every layer 0", (0.0, 0.0)))
@@ -527,6 +569,15 @@ JUDGES: dict[str, Judge] = {
         "widened by the equivalence margin, (0.45, 0.8), disagree when it lies wholly outside that, otherwise not "
         "measured (it replaced `criteria.overlaps`, which agreed whenever the interval met the range, in commit "
         "6d36235)"),
+    "beyond": Judge(
+        _simulate_beyond, _verdict_beyond, "alpha", "ci", (0.0, 0.0),
+        tuple((f"every seed {v:+g}" if v else "every seed 0", (v, v)) for v in (-0.2, -0.05, 0.0, 0.05, 0.2)),
+        (Setting("beyond", "bias_reverses (quick), the one seed", 8, 32, 112),
+         Setting("beyond", "bias_reverses (full), 3 seeds", 32, 32, 112, layers=3)),
+        "`criteria.beyond` of alpha's interval against 0, `above=False` (bias_reverses: the biased model's last layer "
+        "at the stop): a seed agrees when its interval lies wholly below 0, disagrees when it lies wholly above, "
+        "otherwise not measured; the row (`criteria.seeds_agree`) agrees or disagrees only when every one of its 3 "
+        "trained seeds does"),
 }
 
 
@@ -552,6 +603,8 @@ def theory_distance(s: Setting, side: str, dof: float) -> float | None:
     """The theory's 90 % distance for ``side`` (agree, disagree) of setting ``s`` (a band: from its nearer end, the
     other far); None where that side cannot be reached (a rise row whose relay model does not rise everywhere
     cannot agree)."""
+    if s.judge in UNANIMOUS and s.layers > 1:
+        return decisive_distance(dof, layers=s.layers)
     if s.judge in ("every_above_zero", "shape_test", "rise") and s.layers > 1:
         if side == AGREE:
             return decisive_distance(dof, layers=s.layers) if _layer_orientation(s)[2].all() else None
@@ -584,6 +637,8 @@ def _theory(s: Setting, truth: Truth, se: float, dof: float) -> float | None:
     gaps = layer_gaps(s, v) / se
     if truth.verdict == AGREE:
         return float(np.prod(decides(gaps, dof)))
+    if s.judge in UNANIMOUS:
+        return float(np.prod(decides(-gaps, dof)))
     return float(1 - np.prod(1 - decides(-gaps[gaps < 0], dof, statements=s.layers)))
 
 
@@ -648,6 +703,8 @@ def truth_check(s: Setting, truth: Truth) -> float:
         return abs(alpha(ALPHA_REF + truth.values[0]) - alpha(ALPHA_REF) - truth.values[0])
     if s.judge in ("near_zero", "in_range"):
         return abs(alpha(own_alpha(t, s.t_min, truth.values[0], s.seeds, sd), s.seeds) - truth.values[0])
+    if s.judge == "beyond":  # each seed its own model: no seed effect
+        return max(abs(alpha(own_alpha(t, s.t_min, v, 1, sd)) - v) for v in truth.values)
     if s.judge == "every_above_zero":
         if s.other_pairs:
             shift = population_alpha(t, s.t_min, 0.0, s.other_seeds, sd) - population_alpha(t, s.t_min, 0.0, 1, sd)
@@ -729,7 +786,7 @@ def measured_decisive_distance(cell: Cell, side: str, grid: np.ndarray | None = 
             margin, sign, _, _ = _layer_orientation(s)
             depth = np.full(s.layers, z if side == AGREE else 10.0)
             if side == DISAGREE:
-                depth[0] = -z
+                depth[0 if s.judge not in UNANIMOUS else slice(None)] = -z
             target = margin + sign * depth * cell.se
         verdicts = [judge.verdict(s, [shift(r, d) for r, d in zip(rec, target - current)]) for rec in cell.records]
         return np.mean([v == side for v in verdicts]) >= DECISIVE
@@ -779,6 +836,11 @@ def failures(cell: Cell, binomial: bool = True, decided: bool = True) -> list[st
 # The rise at SmolLM2's spread of exponents: its interval covers only 66 % (4 pairs) and 83 % (16 pairs) of the time
 # (its standard error 0.62 and 0.81 of the estimate's spread over the draws), so a layer whose rise is exactly 0
 # is called rising in 16.5 % of the draws; at the untrained models' own spread (exponent sd 0.02) it covers 95.5 %.
+# Why (benchmarks/rise_interval.py): the rise ignores each pair's own level and exponent at first order, so what
+# the pairs' spread leaves in it is the bend of their mean curve, a weighted sample variance of their exponents:
+# biased low (about 0.5 of its sd at 4 pairs), skewed like a chi-square, with a standard error proportional to
+# itself. No interval tried there covers 93 % at 4 pairs (jackknife, bias-corrected jackknife, bootstrap-t,
+# Gaussian bootstrap-t); a symmetric one cannot (84 % for a normal variance with everything else right).
 KNOWN_WRONG: dict[tuple[str, int, str], str] = {
     ("rise", 0, "one layer 0"): "16.5 % (agree: the zero rise called a rise; coverage 66 %)",
     ("rise", 1, "one layer 0"): "16.5 % (agree: the zero rise called a rise; coverage 83 %)",
@@ -828,7 +890,8 @@ def test_known_wrong_cells(key):
 
 
 # One cheap setting per judge for the checks of the machinery.
-_CHEAP = {"equivalence": 1, "near_zero": 4, "every_above_zero": 4, "shape_test": 2, "rise": 2, "in_range": 0}
+_CHEAP = {"equivalence": 1, "near_zero": 4, "every_above_zero": 4, "shape_test": 2, "rise": 2, "in_range": 0,
+          "beyond": 1}
 
 
 @pytest.mark.parametrize("judge", list(JUDGES))
