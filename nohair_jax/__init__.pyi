@@ -23,6 +23,7 @@ from nohair_jax.data import (
 from nohair_jax.calibrated_relay import (
     CalibratedRelay as CalibratedRelay, calibrate_relay as calibrate_relay, dilution_relay as dilution_relay,
 )
+from nohair_jax.card import make_card as make_card, measure_card as measure_card, read_card as read_card
 from nohair_jax.direct_relay import PathSplit as PathSplit, direct_relay_split as direct_relay_split
 from nohair_jax.fit import (
     AlphaDifference as AlphaDifference, ExponentRise as ExponentRise, FitRefused as FitRefused, HalfLife as HalfLife,
@@ -66,7 +67,7 @@ from nohair_jax.train import (
     TrainConfig as TrainConfig, TrainResult as TrainResult, alpha_history as alpha_history,
     load_trained as load_trained, offsets_callback as offsets_callback,
 )
-from nohair_jax import bound as bound, data as data, direct_relay as direct_relay, dynamics as dynamics
+from nohair_jax import bound as bound, card as card, data as data, direct_relay as direct_relay, dynamics as dynamics
 from nohair_jax import relay as relay, sweep as sweep, train as train
 
 __version__: str

@@ -15,6 +15,11 @@ named by step, or a ``nohair train`` run's checkpoints): alpha per layer, the ne
 and the bound's conditions at each, on the same prompt pairs; print the table, write ``steps.json``
 and ``steps.png``.
 
+``nohair card CHECKPOINT``: a prompt-memory card of a checkpoint on one fixed protocol (``nohair_jax.card``):
+alpha per layer with intervals, the calibrated relay's prediction, the first key's share of the attention, the
+window's reach, the KL's half-life and the theorem's conditions; writes ``card.json``, ``card.md`` and
+``card.png``. ``nohair card --compare A.json B.json ..`` sets cards side by side.
+
 ``nohair train``: train a byte-level model on the embedded corpus (or ``--corpus FILE``) with
 checkpoints, resuming where a previous run in ``--out`` stopped; optionally measure alpha at
 chosen steps (``--measure-every``).
@@ -430,6 +435,46 @@ def cmd_steps(args) -> int:
     return 0
 
 
+def check_card_args(args) -> None:
+    """``nohair card``'s options, before JAX loads: a CHECKPOINT or --compare with two or more cards, each read
+    and held to the card schema, all of one protocol (``card.read_card``, ``card.check_comparable``)."""
+    from nohair_jax.card import check_comparable, read_card
+
+    if (args.checkpoint is None) == (args.compare is None):
+        raise ValueError("give a CHECKPOINT to make its card, or --compare CARD CARD .. to set cards side by side")
+    if args.compare is not None:
+        if len(args.compare) < 2:
+            raise ValueError(f"--compare sets two or more cards side by side, got {len(args.compare)}")
+        args.cards = [read_card(path) for path in args.compare]
+        check_comparable(args.cards, args.compare)
+
+
+def cmd_card(args) -> int:
+    from nohair_jax import card as cards
+    from nohair_jax.card import make_card, write_comparison
+    from nohair_jax.card_render import model_name
+    from nohair_jax.fit import HalfLife
+
+    start = time.perf_counter()
+    if args.compare is not None:
+        print(write_comparison(args.out, args.cards, args.compare))
+        print(f"wrote {args.out}/compare.md, compare.png in {time.perf_counter() - start:.1f} s")
+        return 0
+    print(f"making the prompt-memory card of {args.checkpoint} (docs/card.md)", flush=True)
+    card = make_card(args.checkpoint, args.out, protocol=cards.PROTOCOL, progress=True)  # read here: one protocol
+    last = card["layers"][-1]
+    failing = [c["asks"] for c in card["conditions"]["checked"] if not c["holds"]]
+    print(f"\n{model_name(card)}: {card['n_layers']} layers, P = {card['chat_form']['prompt_len']}, "
+          f"T = {card['chat_form']['length']}, {card['protocol']['n_pairs']} pairs")
+    print(HalfLife.from_dict(card["kl"]["half_life"]))
+    print(f"alpha at layer {last['layer']}: " + ("no fit" if last["alpha"] is None else f"{last['alpha']:.2f}"
+          + ("" if last["alpha_ci"] is None else " [{:.2f}, {:.2f}]".format(*last["alpha_ci"])))
+          + ("" if last["relay_alpha"] is None else f"; the calibrated relay predicts {last['relay_alpha']:.2f}"))
+    print("the theorem's conditions: " + ("all hold" if not failing else "fail: " + "; ".join(failing)))
+    print(f"\nwrote {args.out}/card.json, card.md, card.png in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def cmd_train(args) -> int:
     from nohair_jax.data import heldout_prompt_pairs, load_corpus, markov_corpus, stdlib_corpus
     from nohair_jax.train import TrainConfig, alpha_history, offsets_callback, shortest_fitted_length, train
@@ -579,6 +624,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threshold", type=float, default=0.01, help="report where the KL falls below this (nats, default 0.01)")
     _add_boot_and_out(g, "steps")
     p.set_defaults(func=cmd_steps)
+
+    p = sub.add_parser("card", help="a prompt-memory card of a checkpoint: one fixed protocol, comparable across "
+                       "models (docs/card.md); --compare sets cards side by side")
+    p.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT",
+                   help="a Hugging Face folder with tokenizer.json (model_type "
+                        f"{', '.join(HF_FAMILIES)}), a GGUF file (general.architecture {', '.join(GGUF_FAMILIES)}), "
+                        "or a packaged model's name (smollm2-135m, gemma3-270m)")
+    p.add_argument("--compare", nargs="+", metavar="CARD",
+                   help="two or more card.json files of one protocol: a markdown table (printed, and compare.md) and "
+                        "compare.png in --out, instead of making a card")
+    p.add_argument("--out", default="results/card",
+                   help="output folder: card.json, card.md, card.png (default results/card)")
+    p.set_defaults(func=cmd_card, check=check_card_args)
 
     p = sub.add_parser("train", help="train a byte-level model with checkpoints; optionally measure alpha while training")
     _add_model_args(p, title="model", position="rope")
