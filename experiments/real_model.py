@@ -11,10 +11,11 @@ seeds, the initialisation its authors state: every weight matrix normal with std
 
 On prompt pairs cut from held-out text (the embedded corpus, tokenized with the model's own
 tokenizer; P and T in tokens), for the trained model and every seed at init, each seed on pairs
-of its own (one draw split across the seeds: no text is measured under two seeds): offsets at every
+of its own (the trained model's first pairs split across the seeds: no text is measured under two seeds,
+and every pair measured at init is measured trained too): offsets at every
 layer and t, alpha per layer above the measured float32 noise floor with t-intervals over
 pairs (at init: over seeds, then pairs within them), the trained-minus-init difference of alpha
-per layer as one interval, local exponents, next-token KL; on the trained model and one init seed: the bound's
+per layer as one paired interval, local exponents, next-token KL; on the trained model and one init seed: the bound's
 conditions (largest attention logit B per layer, sigma_min of every norm) and the token-dynamics
 measures across depth (the second paper's comparison of the control threshold with real LLMs); the
 linear response (the Jacobian's norm beside the finite offsets, as the ``linear_response`` part, on
@@ -90,7 +91,10 @@ PART = Part(order=1, title="A real language model: SmolLM2-135M-Instruct against
                   "held-out text pairs; the bound's conditions, direct read against relay, token dynamics across "
                   "depth, and a system-prompt pair's KL half-life.",
             quick=("quick", dict(length=512)),  # T 1024 (its own quick profile) alone took about 5 minutes
-            full=("quick", {}))  # T 1024: 16 pairs from distinct texts
+            # T 1024, 16 pairs from distinct texts, every one measured at init too (8 seeds of 2: intervals over
+            # seeds have 7 degrees of freedom, not 2) and under the bias, split and linear response.
+            full=("quick", dict(init_seeds=tuple(range(8)), init_pairs=2, bias_pairs=16, split_pairs=16,
+                                response_pairs=16)))
 
 PAPER = dict(trained=criteria.TRAINED_RANGE, untrained=criteria.UNTRAINED_RANGE)
 BIAS_GAMMA = 1.0  # the bias strength llm_bias_stops judges, chosen beforehand; the others are reported beside
@@ -319,13 +323,16 @@ def _bias_rows(bias: list[tuple[float, nh.Measurement]], trained: nh.Measurement
     return rows
 
 
-def _init_pair_sets(text: np.ndarray, start: np.ndarray, p: dict) -> list[nh.PromptPairs]:
-    """Each init seed's own ``p["init_pairs"]`` prompt pairs: one draw of that many per seed (pair seed 2,
-    apart from the trained model's 1) split across the seeds in order, so that no text is measured under
-    two seeds and the seeds' pairs add up to one sample of distinct cuts."""
+def _init_pair_sets(pairs: nh.PromptPairs, p: dict) -> list[nh.PromptPairs]:
+    """Each init seed's own ``p["init_pairs"]`` prompt pairs: the trained model's first pairs split across
+    the seeds in order, so that no text is measured under two seeds and every pair measured at init is
+    also measured trained (the trained-minus-init difference is paired). ValueError where the seeds
+    need more pairs than the trained model has."""
     n, seeds = p["init_pairs"], len(p["init_seeds"])
-    drawn = nh.text_prompt_pairs(text, 2, n * seeds, p["prompt_len"], p["length"], start=start)
-    return [nh.PromptPairs(*(x[k * n: (k + 1) * n] for x in drawn)) for k in range(seeds)]
+    if n * seeds > p["n_pairs"]:
+        raise ValueError(f"{seeds} init seeds x {n} pairs need {n * seeds} of the trained model's pairs, it has "
+                         f"n_pairs = {p['n_pairs']}")
+    return [nh.PromptPairs(*(x[k * n: (k + 1) * n] for x in pairs)) for k in range(seeds)]
 
 
 def _split(model, pairs: nh.PromptPairs, p: dict) -> tuple[nh.PathSplit, dict]:
@@ -360,9 +367,10 @@ def _windowed(m: _Measured, t_min: int, p: dict, out: Path) -> Windowed:
     fits = dict(t_min=t_min, n_boot=p["n_boot"])
     t, l2, floor = m.trained.offsets.t, m.trained.offsets.l2, m.trained.floor
     init, k = m.init, p["response_pairs"]
-    difference = [  # trained minus init, per layer, on a common window: two sets of pairs, unpaired
-        nh.difference_or_refuse(t, l2[:, layer], init.l2[:, layer], floor_a=floor[layer], floor_b=init.floor[layer],
-                                groups_b=init.groups, **fits).to_dict()
+    at_init = init.l2.shape[0]  # the trained model's first pairs, measured at init too (``_init_pair_sets``)
+    difference = [  # trained minus init, per layer, on a common window, paired: the same pairs, seeds as groups
+        paired_difference_or_refuse(t, l2[:at_init, layer], init.l2[:, layer], floor_a=floor[layer],
+                                    floor_b=init.floor[layer], groups=init.groups, **fits).to_dict()
         for layer in range(1, l2.shape[1])]
     # response_row rewrites the folders' ratio.npz at every window alike (the ratio has no window).
     response = LinearResponseRows(
@@ -422,7 +430,7 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
     k = p["response_pairs"]
     trained_response = response(model, nh.PromptPairs(*(x[:k] for x in pairs)), p["n_random"], out / "trained")
     inits, measured, init_responses, init0 = [], [], [], None
-    init_pairs = _init_pair_sets(text, begin, p)
+    init_pairs = _init_pair_sets(pairs, p)
     for seed, own in zip(p["init_seeds"], init_pairs):
         init = real_model_at_init(cfg, seed)
         if init0 is None:
@@ -794,9 +802,8 @@ CLAIMS = (
     Claim("llm_trained_faster", "The trained language model forgets faster than its initialisation "
           "(every layer, interval of the difference above 0)", "alpha trained > untrained", ("real_model",),
           "Per layer, alpha of the trained model minus alpha at init, fitted on one common window, t in [32, T] (ended "
-          "at the earlier of the two noise floors), with one t-interval of the difference whose sides are resampled "
-          "independently (trained pairs; init seeds, then pairs), Welch-Satterthwaite degrees of freedom: the two are "
-          "not one set of pairs (each init seed is measured on pairs of its own), so no pairing exists. "
+          "at the earlier of the two noise floors), on the same pairs (each init seed measures pairs of its own, which "
+          f"the trained model measures too), with {criteria.PAIRED_CRITERION}. "
           f"{criteria.ABOVE_ZERO_CRITERION} {NEIGHBOURS_CRITERION}", _beside_neighbours(_llm_faster)),
     Claim("llm_bound_conditions", "The bound's conditions hold on a trained language model: bounded logits, "
           "pre-norm activations away from zero (finite on any finite run: a check)", "B finite, sigma_min > 0", ("real_model",),
