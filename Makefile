@@ -31,7 +31,7 @@ run: $(VENV)/.installed-run
 	$(BIN)/nohair reproduce --out $(OUT)/reproduce
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 --durations=30 tests
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/offsets.py

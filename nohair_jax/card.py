@@ -187,7 +187,8 @@ CARD_FIELDS = {
     "chat_form": ("object", "kind, origin, head and mid (ids and text), prompt_len P"),
     "n_layers": ("int", "L"),
     "layers": ("list", "one record per layer 1..L (LAYER_FIELDS)"),
-    "kl": ("object", "t [K], per_pair [N, K] (nats), half_life (HalfLife.to_dict())"),
+    "kl": ("object", "t [K], per_pair [N, K] (nats), text_from (the first t whose KL predicts user text, not the "
+           "template's turn tokens), half_life (HalfLife.to_dict(), of the KL at t >= text_from)"),
     "sinks": ("object", "pairs, keys, from_query, dilution_share, sink_factor, layers_above"),
     "window": ("object", "sliding_window, window_layers (1-based) or null"),
     "relay": ("object", "applies, reason (why not, else null), pairs"),
@@ -293,7 +294,11 @@ def measure_card(model, pairs, form: ChatForm, *, protocol: Protocol = PROTOCOL,
     m = measure(model, pairs, kl_positions=p.kl_positions, floor_pairs=p.floor_pairs,
                 fit_kwargs=dict(t_min=p.fit_t_min, n_boot=p.n_boot), progress=progress)
     off = m.offsets
-    half = kl_half_life(off.kl, t=off.kl_t, threshold=p.kl_threshold, n_boot=p.n_boot)
+    # The KL after c[t-1] predicts c[t]: below t = len(mid) it predicts the template's own turn tokens, which
+    # both prompts predict alike; the half-life is over the user text (docs/definitions.md#system-prompts).
+    text_from = max(int(form.mid.size), 1)
+    on_text = off.kl_t >= text_from
+    half = kl_half_life(off.kl[:, on_text], t=off.kl_t[on_text], threshold=p.kl_threshold, n_boot=p.n_boot)
 
     step(f"calibrated relay on {p.relay_pairs} pairs")
     k = p.relay_pairs
@@ -348,7 +353,7 @@ def measure_card(model, pairs, form: ChatForm, *, protocol: Protocol = PROTOCOL,
                        mid=form.mid.tolist(), mid_text=_text(tokenizer, form.mid), prompt_len=int(a.shape[1]),
                        length=int(c.shape[1])),
         n_layers=cfg.n_layers, layers=layers,
-        kl=dict(t=off.kl_t.tolist(), per_pair=off.kl.tolist(), half_life=half.to_dict()),
+        kl=dict(t=off.kl_t.tolist(), per_pair=off.kl.tolist(), text_from=text_from, half_life=half.to_dict()),
         sinks=dict(pairs=p.sink_pairs, keys=1, from_query=tokens.shape[1] // 2, dilution_share=dilution,
                    sink_factor=SINK_FACTOR, layers_above=sum(layer["sink"] for layer in layers)),
         window=dict(sliding_window=cfg.sliding_window,

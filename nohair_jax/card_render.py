@@ -86,7 +86,8 @@ def card_markdown(card: dict) -> str:
         f"the first {proto['relay_pairs']} pairs, the attention on the first key on {proto['sink_pairs']} sequences, the "
         f"conditions on {proto['condition_pairs']} pairs.", "",
         "## How long the prompt steers", "",
-        _half_life_text(card), "",
+        (f"On the user text (t >= {kl['text_from']}; before it the KL predicts the template's turn tokens): "
+         if kl["text_from"] > 1 else "") + _half_life_text(card), "",
         f"Last layer: alpha {_alpha(card['layers'][-1])}. The theorem's conditions: {_conditions_text(card)}. "
         f"Key 0 a sink (share above {card['sinks']['sink_factor']} times dilution's "
         f"{card['sinks']['dilution_share']:.4f}) in {card['sinks']['layers_above']} of {card['n_layers']} layers.", "",
@@ -218,8 +219,12 @@ def card_figure(card: dict):
     kl = card["kl"]
     kl_panel(ax_kl, np.asarray(kl["t"]), np.asarray(kl["per_pair"]), kl["half_life"])
     plain_log_ticks(ax_kl)
+    if kl["text_from"] > 1:  # the KL there predicts the template's turn tokens: not part of the half-life
+        ax_kl.axvspan(ax_kl.get_xlim()[0], kl["text_from"], color="0.85", zorder=0,
+                      label=f"t < {kl['text_from']}: turn tokens")
+        ax_kl.legend(fontsize=8, loc="best")
     half = HalfLife.from_dict(kl["half_life"])
-    ax_kl.set_title(f"next-token KL: half-life {'> T' if half.t is None else f'{half.t:.0f}'} tokens (95 % shaded)")
+    ax_kl.set_title(f"next-token KL on the user text: half-life {'> T' if half.t is None else f'{half.t:.0f}'} tokens")
     fig.suptitle(f"{model_name(card)}: {card['n_layers']} layers; P = {card['chat_form']['prompt_len']}, "
                  f"T = {card['chat_form']['length']}, {proto['n_pairs']} pairs in its chat form; "
                  f"the theorem's conditions {_conditions_text(card)}", fontsize=11)

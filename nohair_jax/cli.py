@@ -466,7 +466,8 @@ def cmd_card(args) -> int:
     failing = [c["asks"] for c in card["conditions"]["checked"] if not c["holds"]]
     print(f"\n{model_name(card)}: {card['n_layers']} layers, P = {card['chat_form']['prompt_len']}, "
           f"T = {card['chat_form']['length']}, {card['protocol']['n_pairs']} pairs")
-    print(HalfLife.from_dict(card["kl"]["half_life"]))
+    print(("on the user text (t >= {}): ".format(card["kl"]["text_from"]) if card["kl"]["text_from"] > 1 else "")
+          + str(HalfLife.from_dict(card["kl"]["half_life"])))
     print(f"alpha at layer {last['layer']}: " + ("no fit" if last["alpha"] is None else f"{last['alpha']:.2f}"
           + ("" if last["alpha_ci"] is None else " [{:.2f}, {:.2f}]".format(*last["alpha_ci"])))
           + ("" if last["relay_alpha"] is None else f"; the calibrated relay predicts {last['relay_alpha']:.2f}"))

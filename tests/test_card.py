@@ -200,7 +200,10 @@ def test_alpha_and_the_kl_half_life_equal_refits_of_offsets_measured_here(carded
         assert layer["alpha"] == pytest.approx(fit.alpha, abs=1e-9)
         assert layer["alpha_ci"] == pytest.approx(list(fit.ci), abs=1e-9)
     assert any(layer["alpha"] is not None for layer in card["layers"])
-    half = nh.kl_half_life(off.kl, t=off.kl_t, threshold=SMALL.kl_threshold, n_boot=SMALL.n_boot).to_dict()
+    assert card["kl"]["text_from"] == max(len(form["mid"]), 1)  # the KL before it predicts the turn tokens
+    on_text = off.kl_t >= card["kl"]["text_from"]
+    half = nh.kl_half_life(off.kl[:, on_text], t=off.kl_t[on_text], threshold=SMALL.kl_threshold,
+                           n_boot=SMALL.n_boot).to_dict()
     assert card["kl"]["half_life"].keys() == half.keys()
     for key, value in half.items():
         assert card["kl"]["half_life"][key] == (value if value is None else pytest.approx(value, rel=1e-12)), key

@@ -72,9 +72,9 @@ class HalfLife:
 
 def kl_half_life(kl, *, t=None, threshold=0.01, bins_per_decade=8, n_boot=1000, confidence=0.95, seed=0) -> HalfLife:
     """The prompt half-life of next-token KL curves ``kl [n_pairs, K]`` (nats) at positions ``t``
-    int [K], increasing from 1 (None: every t = 1..K; ``Offsets.kl_t`` for a sparse measurement).
+    int [K], increasing, from 1 or later (None: every t = 1..K; ``Offsets.kl_t`` for a sparse measurement).
 
-    The mean over pairs is averaged in log-spaced bins of t (edges from t = 1, ``bins_per_decade``
+    The mean over pairs is averaged in log-spaced bins of t (edges from the first t, ``bins_per_decade``
     per decade). From the bin where it peaks (the first tokens after a prompt may be template
     tokens that both prompts predict alike), the half-life is the first bin whose mean is at most
     half the peak's, and ``t_below`` the first whose mean is at most ``threshold`` nats. The
@@ -91,7 +91,7 @@ def kl_half_life(kl, *, t=None, threshold=0.01, bins_per_decade=8, n_boot=1000, 
     if not threshold > 0:
         raise ValueError(f"threshold must be > 0 nats, got {threshold!r}")
     length = int(t[-1])
-    t_bin, kl_bin = log_binned(t, kl, t_min=1, t_max=length, bins_per_decade=bins_per_decade)
+    t_bin, kl_bin = log_binned(t, kl, t_min=int(t[0]), t_max=length, bins_per_decade=bins_per_decade)
 
     def crossings(curve: np.ndarray) -> tuple[float | None, float | None]:
         peak = int(np.argmax(curve))
