@@ -13,9 +13,11 @@ from nohair_jax.fit import HalfLife
 
 
 def model_name(card: dict) -> str:
-    """A short name for the card's model: the GGUF file's general.name, the folder's name, or the source."""
+    """A short name for the card's model: what its package calls it (the text of ``PackagedModel.about`` before
+    its first parenthesis), else the GGUF file's general.name, the folder's name, or the source."""
     model = card["model"]
-    return str(model.get("name") or model.get("source") or "model")
+    packaged = (model.get("package") or {}).get("about", "").split(" (")[0]
+    return str(packaged or model.get("name") or model.get("source") or "model")
 
 
 def _alpha(layer: dict) -> str:
@@ -226,7 +228,8 @@ def card_figure(card: dict):
     half = HalfLife.from_dict(kl["half_life"])
     ax_kl.set_title(f"next-token KL on the user text: half-life {'> T' if half.t is None else f'{half.t:.0f}'} tokens")
     fig.suptitle(f"{model_name(card)}: {card['n_layers']} layers; P = {card['chat_form']['prompt_len']}, "
-                 f"T = {card['chat_form']['length']}, {proto['n_pairs']} pairs in its chat form; "
+                 f"T = {card['chat_form']['length']}, {proto['n_pairs']} pairs "
+                 f"{'as plain text (no chat template)' if card['chat_form']['kind'] == 'raw' else 'in its chat form'}; "
                  f"the theorem's conditions {_conditions_text(card)}", fontsize=11)
     fig.tight_layout()
     return fig
