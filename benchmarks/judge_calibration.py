@@ -63,8 +63,8 @@ Noise (pair `i` of a condition): `d_i(t) = f(t) exp(a_i - b_i log(t / {t0:g}) + 
 (SmolLM2's level spread), `b_i ~ N(0, {exponent_sd:.3f})` (SmolLM2's sd of log alpha over pairs, 0.28, at its
 alpha 0.6, held additive so that a flat truth keeps a trained model's spread of exponents), `e_i(t) ~ N(0,
 {position_sd})` independent per position; over seeds a seed adds a level and an exponent effect of the same
-sizes; paired conditions share {share} of every effect of a pair (as `tests/test_coverage.py`); layers and
-unpaired sides independent. One extra setting of the rise uses the small untrained models' own exponent spread,
+sizes; paired conditions share {share} of every effect of a pair (as `tests/test_coverage.py`); layers
+independent. One extra setting of the rise uses the small untrained models' own exponent spread,
 {untrained_sd} (`tests/test_coverage.py`), the models that row is measured on.
 
 The truth of a cell is the definition applied to the population's mean curve (which mixing exponents bends:
@@ -164,10 +164,8 @@ def truth_text(cell) -> str:
 
 
 def pairs_text(s) -> str:
-    """"8 pairs", "3 seeds x 4 pairs", "16 vs 3 seeds x 4 pairs, 30 layers"."""
+    """"8 pairs", "3 seeds x 4 pairs, 30 layers"."""
     text = f"{s.seeds} seeds x {s.pairs // s.seeds}" if s.seeds > 1 else f"{s.pairs}"
-    if s.other_pairs:
-        text += f" vs {s.other_seeds} seeds x {s.other_pairs // s.other_seeds}" if s.other_seeds > 1 else f" vs {s.other_pairs}"
     if s.judge in harness.UNANIMOUS:  # the layers are seeds, each its own model and interval
         return text + " pairs" + ("" if s.layers == 1 else f" in each of {s.layers} seeds")
     return text + " pairs" + ("" if s.layers == 1 else f", {s.layers} layers")

@@ -13,9 +13,9 @@ Judges (``JUDGES``; each with its settings, the rows and profiles they stand for
   (bias_stops_decay at each early step), whose verdicts are those of ``criteria.equivalence`` on the same interval
   (llm_bias_stops, jacobian_absent_at_init; checked on every draw); alpha 0, 0.05, 0.2, 0.6.
 * ``every_above_zero``: ``criteria.every_above_zero`` over a row's differences, paired (trained_faster: 2 layers;
-  deeper_remembers_longer: 6 differences over 3 seeds of 4 pairs) and unpaired (llm_trained_faster:
-  ``fit.alpha_difference``, 30 layers, 16 trained pairs against 3 seeds of 4 at init); every layer +0.2, one layer
-  0 (the others +0.2), one layer -0.2, every layer 0.
+  deeper_remembers_longer: 6 differences over 3 seeds of 4 pairs; llm_trained_faster: 30 layers, the trained
+  model's pairs split across the init seeds, 3 seeds of 4 in the quick profile, 8 of 2 in the full one); every
+  layer +0.2, one layer 0 (the others +0.2), one layer -0.2, every layer 0.
 * ``shape_test``: ``criteria.shape_test`` on the records of ``bound.shape_check`` (relay_logs: depths 1, 2 and 4
   pooled, 7 layers, T 512; trained_bound: depth 2, T 112), ``SLOPE_MARGIN`` 0.1 on the slope of offset / relay
   shape on [T/16, T]; every slope -0.3, every slope 0, one slope +0.3, one slope +0.6 (the others 0).
@@ -42,7 +42,7 @@ the near-zero judges look better than they are) and ``e_i(t) ~ N(0, 0.04)`` inde
 (``seeds`` > 1) each seed adds a level and an exponent effect of the same sizes to all its pairs (as
 tests/test_coverage.py). Paired conditions: every effect of a pair under the second condition is ``SHARE`` (0.95,
 as tests/test_coverage.py) times its effect under the first plus ``sqrt(1 - SHARE^2)`` times a fresh draw. The
-layers of a row and unpaired sides are independent. One setting of the rise uses the small untrained models' own
+layers of a row are independent. One setting of the rise uses the small untrained models' own
 exponent spread, ``UNTRAINED_EXPONENT_SD`` 0.02, the models exponent_rise is measured on.
 
 The truth. A verdict is about the population of pairs, whose mean curve each fit estimates; with exponents that
@@ -92,7 +92,7 @@ from scipy.stats import t as student_t
 from nohair_jax import criteria
 from nohair_jax.claims import NOT_MEASURED
 from nohair_jax.fit import (
-    alpha_difference, fit_power_law, local_exponent, local_exponent_rise, paired_alpha_difference, quarter_rise,
+    fit_power_law, local_exponent, local_exponent_rise, paired_alpha_difference, quarter_rise,
 )
 
 T0 = 100.0  # where the pairs' levels were measured: their curves fan out around it
@@ -172,8 +172,7 @@ def rise_coefficient(t: np.ndarray, target: float, seeds: int = 1, exponent_sd: 
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Where a judge is calibrated: the rows it stands for, the window ``[t_min, t_max]``, the pairs per condition
-    (over ``seeds`` > 1: the interval resamples seeds, then pairs), the layers the verdict reads; for the unpaired
-    difference the other side's pairs and seeds; the relay model's depths or layers and P (shape test, rise); the
+    (over ``seeds`` > 1: the interval resamples seeds, then pairs), the layers the verdict reads; the relay model's depths or layers and P (shape test, rise); the
     pairs' exponent spread."""
 
     judge: str
@@ -183,8 +182,6 @@ class Setting:
     t_max: int
     seeds: int = 1
     layers: int = 1
-    other_pairs: int = 0
-    other_seeds: int = 1
     depths: tuple[int, ...] = ()
     rise_layers: tuple[int, ...] = ()
     prompt_len: int = 16
@@ -195,7 +192,7 @@ class Setting:
         def count(pairs: int, seeds: int) -> str:
             return f"{seeds} seeds x {pairs // seeds}" if seeds > 1 else f"{pairs}"
 
-        pairs = count(self.pairs, self.seeds) + (f" vs {count(self.other_pairs, self.other_seeds)}" if self.other_pairs else "")
+        pairs = count(self.pairs, self.seeds)
         spread = "" if self.exponent_sd == EXPONENT_SD else f", exponent sd {self.exponent_sd:g}"
         return f"{self.rows}: t in [{self.t_min}, {self.t_max}], {pairs} pairs{spread}"
 
@@ -348,33 +345,20 @@ def overlaps_before(fit) -> str:
 
 
 def _simulate_every(s: Setting, truths, rng, n_boot: int, draw: int):
-    """Per layer its own pairs' curves, the same for every truth; paired (``other_pairs`` 0): one
-    ``paired_alpha_difference`` over the same pairs (and seeds); unpaired: ``alpha_difference`` of ``pairs`` against
-    ``other_pairs`` over ``other_seeds`` (the real model's trained-minus-init row), whose sides bend differently:
-    the first side's own exponent is set so that the population difference is the truth."""
+    """Per layer its own pairs' curves, the same for every truth: one ``paired_alpha_difference`` over the same
+    pairs (and seeds), the first side's exponent the second's plus the truth."""
     t = s.positions()
     x = np.log(t / T0)
-    paired = not s.other_pairs
-    other_groups = np.repeat(np.arange(s.other_seeds), s.other_pairs // s.other_seeds) if s.other_seeds > 1 else None
-    shift = 0.0 if paired else (population_alpha(t, s.t_min, 0.0, s.other_seeds, s.exponent_sd)
-                                - population_alpha(t, s.t_min, 0.0, 1, s.exponent_sd))
     records, fitted = [[] for _ in truths], {}
     for layer in range(s.layers):
-        if paired:
-            first, second = paired_effects(rng, s.pairs, x, s.seeds, s.exponent_sd)
-        else:
-            first, second = (pair_effects(rng, s.pairs, x, 1, s.exponent_sd),
-                             pair_effects(rng, s.other_pairs, x, s.other_seeds, s.exponent_sd))
+        first, second = paired_effects(rng, s.pairs, x, s.seeds, s.exponent_sd)
         d_b = np.exp(second - ALPHA_REF * x)
         for k, truth in enumerate(truths):
             delta = truth.values[layer]
             if delta not in fitted:  # the same curves at the same truth: one fit
-                d_a = np.exp(first - (ALPHA_REF + delta + shift) * x)
-                seed = draw + 7919 * layer
-                fitted[delta] = (paired_alpha_difference(t, d_a, d_b, t_min=s.t_min, groups=s.groups, n_boot=n_boot,
-                                                         seed=seed) if paired else
-                                 alpha_difference(t, d_a, d_b, t_min=s.t_min, groups_b=other_groups, n_boot=n_boot,
-                                                  seed=seed))
+                d_a = np.exp(first - (ALPHA_REF + delta) * x)
+                fitted[delta] = paired_alpha_difference(t, d_a, d_b, t_min=s.t_min, groups=s.groups, n_boot=n_boot,
+                                                        seed=draw + 7919 * layer)
             records[k].append(fitted[delta])
         fitted.clear()
     return records
@@ -531,8 +515,8 @@ JUDGES: dict[str, Judge] = {
          Setting("every_above_zero", "(between the profiles), paired", 16, 32, 112, layers=2),
          Setting("every_above_zero", "trained_faster (full), paired", 32, 32, 112, layers=2),
          Setting("every_above_zero", "deeper_remembers_longer, paired", 12, 32, 512, seeds=3, layers=6),
-         Setting("every_above_zero", "llm_trained_faster, unpaired", 16, 32, 512, layers=30, other_pairs=12,
-                 other_seeds=3)),
+         Setting("every_above_zero", "llm_trained_faster (quick), paired", 12, 32, 512, seeds=3, layers=30),
+         Setting("every_above_zero", "llm_trained_faster (full), paired", 16, 32, 1024, seeds=8, layers=30)),
         "`criteria.every_above_zero`: agree when every layer's 95 % interval lies above 0, disagree when some "
         "layer's interval widened for the number of layers (Bonferroni) lies below 0, otherwise not measured"),
     "shape_test": Judge(
@@ -706,9 +690,6 @@ def truth_check(s: Setting, truth: Truth) -> float:
     if s.judge == "beyond":  # each seed its own model: no seed effect
         return max(abs(alpha(own_alpha(t, s.t_min, v, 1, sd)) - v) for v in truth.values)
     if s.judge == "every_above_zero":
-        if s.other_pairs:
-            shift = population_alpha(t, s.t_min, 0.0, s.other_seeds, sd) - population_alpha(t, s.t_min, 0.0, 1, sd)
-            return max(abs(alpha(ALPHA_REF + v + shift) - alpha(ALPHA_REF, s.other_seeds) - v) for v in truth.values)
         return max(abs(alpha(ALPHA_REF + v, s.seeds) - alpha(ALPHA_REF, s.seeds) - v) for v in truth.values)
     if s.judge == "shape_test":
         w = shape_window(s)
@@ -846,10 +827,9 @@ KNOWN_WRONG: dict[tuple[str, int, str], str] = {
     ("rise", 1, "one layer 0"): "16.5 % (agree: the zero rise called a rise; coverage 83 %)",
 }
 
-# Settings the benchmark alone runs, for the test's time: the 30-layer unpaired row (its every-layer verdicts are
-# "not measured" at every truth here; test_estimates_move_with_the_truth still runs its code path) and sizes between
-# the profiles of the slowest judges.
-BENCHMARK_ONLY = {("every_above_zero", 4), ("shape_test", 1), ("rise", 1)}
+# Settings the benchmark alone runs, for the test's time: the 30-layer real-model rows and sizes between the
+# profiles of the slowest judges.
+BENCHMARK_ONLY = {("every_above_zero", 4), ("every_above_zero", 5), ("shape_test", 1), ("rise", 1)}
 SETTINGS = [(name, k) for name, judge in JUDGES.items() for k in range(len(judge.settings))
             if (name, k) not in BENCHMARK_ONLY]
 
