@@ -67,34 +67,38 @@ def test_an_experiment_script_refuses_a_folder_another_process_writes(tmp_path):
 
 def test_differences_between_conditions_measured_on_the_same_pairs_are_paired():
     """A part that compares two conditions on the same pairs (seeds, order) builds the difference's interval
-    paired (``fit.paired_difference_or_refuse``); the one unpaired difference is the real model's trained
-    minus init, whose sides are not one set of pairs (each init seed is measured on pairs of its own)."""
+    paired (``fit.paired_difference_or_refuse``). Every difference in the parts is such a one now: the real
+    model's trained minus init too, since its init seeds are measured on the trained model's own pairs."""
     unpaired = {}
     for path in EXPERIMENTS.glob("*.py"):
         source = path.read_text()
         count = source.count("difference_or_refuse(") - source.count("paired_difference_or_refuse(")
         if count:
             unpaired[path.stem] = count
-    assert unpaired == {"real_model": 1}
+    assert unpaired == {}
 
 
 def test_the_real_models_init_seeds_are_measured_on_texts_of_their_own():
-    """experiments/real_model.py: one draw split across the seeds, every seed its own cuts (no prompt or
-    continuation measured under two seeds), apart from the trained model's pairs."""
+    """experiments/real_model.py: the trained model's first pairs split across the init seeds in order: no
+    prompt or continuation measured under two seeds, every pair measured at init also measured trained (the
+    difference is paired); too few trained pairs for the seeds is an error naming both counts."""
     import numpy as np
+    import pytest
 
     from nohair_jax.experiments.real_model import _init_pair_sets
     from nohair_jax.pairs import text_prompt_pairs
 
     text = np.arange(20_000)  # every cut of a stream of distinct tokens is its own text
-    p = dict(init_pairs=4, init_seeds=(0, 1, 2), prompt_len=16, length=512)
-    sets = _init_pair_sets(text, np.zeros(0, np.int32), p)
-    assert [s.continuations.shape for s in sets] == [(4, 512)] * 3
     trained = text_prompt_pairs(text, 1, 16, 16, 512)
+    p = dict(init_pairs=4, init_seeds=(0, 1, 2), n_pairs=16)
+    sets = _init_pair_sets(trained, p)
+    assert [s.continuations.shape for s in sets] == [(4, 512)] * 3
     for part in range(3):  # prompts a, prompts b, continuations
         starts = [tuple(x[part][:, 0]) for x in sets]
         assert len({*starts[0], *starts[1], *starts[2]}) == 12
-        assert not set(trained[part][:, 0]) & {*starts[0], *starts[1], *starts[2]}
+        np.testing.assert_array_equal(np.concatenate([x[part] for x in sets]), trained[part][:12])
+    with pytest.raises(ValueError, match="4 init seeds x 5 pairs need 20 .* n_pairs = 16"):
+        _init_pair_sets(trained, dict(p, init_pairs=5, init_seeds=(0, 1, 2, 3)))
 
 
 def test_a_shared_first_token_changes_prompt_b_alone():

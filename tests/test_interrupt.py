@@ -223,6 +223,9 @@ def test_a_signal_at_any_moment_ends_in_one_line_and_leaves_no_folder(tmp_path, 
         if proc.returncode == 0:  # finished before the signal: whole results
             assert (out / "offsets.png").exists()
             continue
+        if proc.returncode == -signum:  # still in the interpreter's own start (a loaded machine): the signal's
+            assert err == "" and not out.exists()  # default action, which a shell reports as 128 + signum too
+            continue
         assert proc.returncode == 128 + signum, (delay, proc.returncode, err[-2000:])
         last = err.strip().splitlines()[-1]
         word = "terminated" if signum == signal.SIGTERM else "interrupted"
