@@ -1,8 +1,8 @@
 """Interruptions that end a run cleanly: a signal becomes one ``KeyboardInterrupt`` where it lands,
 or at the end of a block that must not be cut (``deferred``: a checkpoint being written).
 
-Python reports a ``KeyboardInterrupt`` raised inside a finaliser (``__del__``) or JAX's
-garbage-collection callback as an ignored exception, with a traceback, and the run goes on. The
+Python reports a ``KeyboardInterrupt`` raised inside a finaliser (``__del__``), JAX's
+garbage-collection callback or the import system's module-lock callback as an ignored exception, with a traceback, and the run goes on. The
 handler here never raises there: it retries 10 ms later (SIGALRM, the same handler), once the
 finaliser has returned. Every result file is written atomically (``nohair_jax.results``), so an
 interrupted run leaves whole files and resumes on a rerun.
@@ -14,7 +14,9 @@ import contextlib
 import signal
 import threading
 
-_FINALISERS = ("__del__", "_xla_gc_callback")  # where Python reports a KeyboardInterrupt and drops it
+# Where Python reports a KeyboardInterrupt and drops it: finalisers, JAX's gc callback, and the weakref
+# callback ``cb`` that the import system runs when a module lock is freed.
+_FINALISERS = ("__del__", "_xla_gc_callback", "cb")
 _deferred = signal.SIGINT  # the signal a SIGALRM retry stands for
 
 
