@@ -1,5 +1,6 @@
 """Chat templates (nohair_jax.chat) against transformers' rendering of the same GGUF file, the split
-into prompts and shared continuation, and `nohair prompts` end to end on the packaged SmolLM2."""
+into prompts and shared continuation, and `nohair prompts`'s
+refusals on the packaged SmolLM2 (its run end to end: tests/test_readme.py)."""
 
 import json
 import re
@@ -10,7 +11,7 @@ import pytest
 from nohair_jax.chat import ChatTemplate, chat_template, read_history, read_messages, system_prompt_pairs
 from nohair_jax.checkpoints import load_tokenizer, packaged_model_path
 from nohair_jax.cli import main
-from nohair_jax.results import load_json
+from nohair_jax.system_prompts import prompt_pairs
 
 transformers = pytest.importorskip("transformers")
 
@@ -133,29 +134,15 @@ def test_bad_pairs_are_refused_in_one_line(smollm2):
         system_prompt_pairs(tokenizer, dropping, PIRATE, LAWYER, MESSAGES)
 
 
-def test_cli_prompts_on_smollm2_writes_the_result_set(tmp_path, capsys):
-    messages = tmp_path / "messages.txt"
-    messages.write_text("\n\n".join(MESSAGES))
-    history = tmp_path / "conversation.json"
-    history.write_text(json.dumps([dict(role="user", content="Hello."), dict(role="assistant", content="Hi! How can I help?")]))
-    out = tmp_path / "run"
-    argv = ["prompts", "--checkpoint", "smollm2-135m", "--system", PIRATE, "--system", LAWYER, "--system", "You are a poet.",
-            "--messages", str(messages), "--history", str(history), "--fit-t-min", "4", "--n-boot", "200", "--out", str(out)]
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert printed.count("next-token KL: peak") == 3 and "systems 2 and 3" in printed
-    assert printed.count("after 1 earlier turn(s): KL at the reply's first token") == 3
-    summary = load_json(out / "prompts.json")
-    assert [row["systems"] for row in summary["pairs"]] == [[1, 2], [1, 3], [2, 3]]
-    row = summary["pairs"][0]
-    assert row["messages"] == 2 and row["length"] == min(row["shared_tokens"]) and len(row["fits"]) == 30
-    half = row["half_life"]
-    assert half["n_pairs"] == 2 and half["ci"][0] <= half["t"] <= half["ci"][1]
-    with np.load(out / row["folder"] / "offsets.npz") as data:  # the KL the summary draws is the measured one
-        np.testing.assert_allclose(row["kl_mean"], data["kl"].mean(0), rtol=1e-6)
-    assert [r["turns"] for r in row["turns"]] == [0, 1] and len(row["turns"][1]["per_message"]) == 2
-    assert row["turns"][0]["ci"][0] <= row["turns"][0]["kl_reply"] <= row["turns"][0]["ci"][1]
-    assert (out / "prompts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_three_system_prompts_make_every_pair_in_order(smollm2):
+    """Systems i < j, each pair rendered as two systems alone would be (the command's result set on
+    SmolLM2 is checked on the README's own prompts command: tests/test_readme.py)."""
+    tokenizer, template = smollm2
+    pairs = prompt_pairs(tokenizer, template, [PIRATE, LAWYER, "You are a poet."], MESSAGES)
+    assert list(pairs) == [(0, 1), (0, 2), (1, 2)]
+    alone = system_prompt_pairs(tokenizer, template, LAWYER, "You are a poet.", MESSAGES)
+    for got, want in zip(pairs[1, 2].pairs, alone.pairs):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("case, expected", [

@@ -5,14 +5,17 @@ guide's example runs too."""
 
 import contextlib
 import io
+import json
 import re
 import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nohair_jax.checkpoints import packaged_model_path
 from nohair_jax.cli import main
+from nohair_jax.results import load_json
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -51,10 +54,11 @@ def test_python_example_prints_what_the_readme_shows():
 
 
 @pytest.mark.parametrize("argv", _commands(), ids=lambda argv: " ".join(argv[:3]))
-def test_every_command_runs(argv, tmp_path, monkeypatch):
+def test_every_command_runs(argv, tmp_path, monkeypatch, capsys):
     """Each command as the README writes it, options and files included; only the message file of
     ``prompts`` is cut to its first two messages (its full run, 8 messages, took 100 s of the suite's
-    10 minutes; test_chat.py checks what the command writes)."""
+    10 minutes). The prompts run, the suite's one of that command on the real model, is checked for
+    what it writes (``_check_prompts``)."""
     monkeypatch.chdir(ROOT)  # the commands name files of the repository (examples/)
     gguf = str(packaged_model_path("smollm2-135m"))
     argv = [gguf if a == "path/to/model.gguf" else a for a in argv]
@@ -65,6 +69,27 @@ def test_every_command_runs(argv, tmp_path, monkeypatch):
         shorter.write_text("\n\n".join(Path(argv[at]).read_text().split("\n\n")[:2]))
         argv[at] = str(shorter)
     assert main(argv) == 0
+    if argv[0] == "prompts":
+        _check_prompts(tmp_path / "out", capsys.readouterr().out, turns=len(json.loads((ROOT / argv[argv.index("--history") + 1]).read_text())) // 2)
+
+
+def _check_prompts(out: Path, printed: str, turns: int) -> None:
+    """The result set of a prompts run of two system prompts on two messages with ``turns`` earlier
+    exchanges: what it prints, the summary, the offsets the summary draws from, the figure."""
+    assert printed.count("next-token KL: peak") == 1
+    assert printed.count(f"after {turns} earlier turn(s): KL at the reply's first token") == 1
+    summary = load_json(out / "prompts.json")
+    (row,) = summary["pairs"]
+    assert row["systems"] == [1, 2] and row["messages"] == 2 and len(row["fits"]) == 30
+    assert row["length"] == min(row["shared_tokens"])
+    half = row["half_life"]
+    assert half["n_pairs"] == 2 and half["ci"][0] <= half["t"] <= half["ci"][1]
+    with np.load(out / row["folder"] / "offsets.npz") as data:  # the KL the summary draws is the measured one
+        np.testing.assert_allclose(row["kl_mean"], data["kl"].mean(0), rtol=1e-6)
+    assert [r["turns"] for r in row["turns"]] == list(range(turns + 1))
+    assert all(len(r["per_message"]) == 2 for r in row["turns"])
+    assert row["turns"][0]["ci"][0] <= row["turns"][0]["kl_reply"] <= row["turns"][0]["ci"][1]
+    assert (out / "prompts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_make_run_runs_the_reproduction_the_readme_names():
