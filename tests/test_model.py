@@ -692,3 +692,24 @@ def test_the_real_model_at_init_uses_its_authors_stated_initialisation():
     init = PACKAGED_MODELS["smollm2-135m"].initial_config(cfg)
     assert init.init_std == pytest.approx(1 / 24) and init.scaled_residual_init is False
     assert dataclasses.replace(init, init_std=cfg.init_std, scaled_residual_init=True) == cfg  # nothing else changed
+
+
+@pytest.mark.parametrize("layout", [
+    dict(position="learned", tied_embeddings=False),
+    dict(position="rope", norm="rmsnorm", norm_placement="sandwich", qk_norm=True, sliding_window=8,
+         window_layers=(0, 2), local_rope_theta=10.0, embed_scale=4.0),
+    dict(position="rope", rotary_fraction=0.25, parallel_residual=True, final_norm=False),
+], ids=["learned_untied", "gemma3_like", "neox_like"])
+def test_model_skeleton_is_the_whole_models_shape(layout):
+    """``model_skeleton`` traces the blocks one at a time into a one-block model: the same graphdef and the
+    same shapes and dtypes as the whole model traced at once, for layouts whose non-block parts differ."""
+    from nohair_jax.model import model_skeleton
+
+    cfg = nh.TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=3, max_len=32, **layout)
+    graphdef, state = model_skeleton(cfg)
+    want_graphdef, want_state = nnx.split(nnx.eval_shape(lambda: nh.Transformer(cfg, rngs=nnx.Rngs(0))))
+    assert graphdef == want_graphdef
+    shapes = lambda s: jax.tree.map(lambda x: (x.shape, x.dtype), s)  # noqa: E731
+    assert jax.tree_util.tree_structure(state) == jax.tree_util.tree_structure(want_state)
+    assert shapes(state) == shapes(want_state)
+    assert nnx.merge(graphdef, state).config == cfg
