@@ -33,7 +33,7 @@ PROFILES = {
 }
 
 PART = Part(order=7, title="The no-hair bound on untrained models", figures=("bound_margins.png",),
-            about="The theorem's conditions measured and the explicit bound held against the measured offsets.")
+            about="The theorem's conditions measured and the explicit bound held against the measured offsets.", seconds=30)
 
 
 class Summary(PartSummary):

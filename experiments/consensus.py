@@ -46,7 +46,9 @@ PART = Part(order=11, title="Token dynamics: consensus and clusters under a feed
             figures=("trajectories.png", "measures.png"),
             about="Self-attention as interacting particles on the sphere, many random (Q, K, V) draws, with and "
                   "without the control.",
-            quick=("quick", dict(draws=128)))
+            quick=("quick", dict(draws=64)),
+            # the full profile: the sizes the quick one had before the main job was cut to 15 minutes
+            full=("quick", dict(draws=128)), seconds=40)
 
 
 def conditions(p: dict) -> list[dict]:

@@ -59,9 +59,15 @@ PART = Part(order=10, title="Sweeps: alpha against depth, prompt length and cont
                   "relay model.",
             quick=("quick", dict(
                 depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
+                lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 512)),
+                shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
+            )),
+            # the full profile: the sizes the quick one had before the main job was cut to 15 minutes
+            full=("quick", dict(
+                depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
                 lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
                 shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
-            )))
+            )), seconds=80)
 
 
 class Cell(TypedDict):

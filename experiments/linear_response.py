@@ -61,7 +61,10 @@ PART = Part(order=15,
             about="The norm of the Jacobian of every layer's hidden state at t with respect to the prompt's "
                   "embeddings (along the pair's difference and its Frobenius norm), beside the finite offsets on the "
                   "same pairs: the project's model at init and trained (SmolLM2 and its config at init: the real "
-                  "model's part, on its pairs).")
+                  "model's part, on its pairs).",
+            # No row judges it: 110 s of the main job at its own quick profile (3 seeds, 8 pairs, 200 steps).
+            quick=("quick", dict(init_seeds=(0,), n_pairs=4, steps=100)),
+            full=("quick", {}), seconds=70)
 
 MODELS = ("own init", "own trained")  # the summary's rows, in order
 RATIO_T = (1, 4, 16, 64, 256)  # the t at which the summary keeps the finite / linear ratio (and the last t)

@@ -54,7 +54,7 @@ PROFILES = {
 
 PART = Part(order=9, title="The dilution-cancelling logit bias during training", figures=("logit_bias.png",),
             about="The same model trained without and with the prompt logit bias, alpha measured along training.",
-            full=("full", {}))  # 3 seeds, each trained until its held-out loss levels off; "quick": one seed, capped
+            full=("full", {}), seconds=50)  # 3 seeds, each trained until its held-out loss levels off; "quick": one seed, capped
 
 RUNS = {"bias": 1.0, "no_bias": None}  # name: gamma
 T_MIN = 32  # the in-context fits' window start: t in [T_MIN, C - P]

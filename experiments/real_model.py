@@ -19,9 +19,9 @@ per layer as one paired interval, local exponents, next-token KL; on the trained
 conditions (largest attention logit B per layer, sigma_min of every norm) and the token-dynamics
 measures across depth (the second paper's comparison of the control threshold with real LLMs); the
 linear response (the Jacobian's norm beside the finite offsets, as the ``linear_response`` part, on
-the first pairs of the trained model and every seed's pairs at init); on the trained model the
-direct-read versus relay split, on pairs whose prompts share their first token (the attention sink,
-whose share of the attention is saved beside).
+the first ``response_pairs`` of the trained model and each seed's first ``init_response_pairs`` at
+init); on the trained model the direct-read versus relay split, on pairs whose prompts share their
+first token (the attention sink, whose share of the attention is saved beside).
 
 Every row fitted on a window judges it on ``[fit_t_min, T]``, fixed beforehand; the same records are
 refitted on the same offsets from ``fit_t_min / 2`` and ``2 fit_t_min`` (``neighbours`` in the
@@ -73,15 +73,18 @@ PROFILES = {
     # first_layers keeps only the model's first blocks (smoke only: a 30-layer compile takes half a minute).
     "smoke": dict(first_layers=2, prompt_len=4, length=64, n_pairs=2, init_seeds=(0,), init_pairs=2, side_pairs=1,
                   system_messages=2, system_length=32, dynamics_windows=2, dynamics_len=32, fit_t_min=8, n_boot=200,
-                  bias_gammas=(1.0,), bias_pairs=2, split_pairs=2, response_pairs=2, n_random=2),
+                  bias_gammas=(1.0,), bias_pairs=2, split_pairs=2, response_pairs=2, init_response_pairs=2, n_random=2),
     "quick": dict(first_layers=None, prompt_len=16, length=1024, n_pairs=16, init_seeds=(0, 1, 2), init_pairs=4, side_pairs=2,
                   system_messages=8, system_length=256, dynamics_windows=4, dynamics_len=256, fit_t_min=32, n_boot=1000,
-                  bias_gammas=(0.5, 1.0), bias_pairs=8, split_pairs=8, response_pairs=8, n_random=2),
+                  bias_gammas=(0.5, 1.0), bias_pairs=8, split_pairs=8, response_pairs=8, init_response_pairs=4,
+                  n_random=2),
     "full": dict(first_layers=None, prompt_len=16, length=4096, n_pairs=32, init_seeds=(0, 1, 2), init_pairs=16,
                  side_pairs=8, system_messages=32, system_length=1024, dynamics_windows=16, dynamics_len=512,
                  fit_t_min=32, n_boot=1000, bias_gammas=(0.25, 0.5, 1.0), bias_pairs=16, split_pairs=16,
-                 response_pairs=16, n_random=4),
+                 response_pairs=16, init_response_pairs=16, n_random=4),
 }
+
+BIAS_GAMMA = 1.0  # the bias strength llm_bias_stops judges, chosen beforehand; the others are reported beside
 
 PART = Part(order=1, title="A real language model: SmolLM2-135M-Instruct against its architecture at initialisation",
             figures=("alpha_vs_layer.png", "offsets_heatmap.png", "kl_half_life.png", "conditions.png",
@@ -90,14 +93,22 @@ PART = Part(order=1, title="A real language model: SmolLM2-135M-Instruct against
                   "the quantized weights are the model measured) and fresh parameters of its exact config, on "
                   "held-out text pairs; the bound's conditions, direct read against relay, token dynamics across "
                   "depth, and a system-prompt pair's KL half-life.",
-            quick=("quick", dict(length=512)),  # T 1024 (its own quick profile) alone took about 5 minutes
+            # At T 512 on 16 pairs (linear response on 4 and 4 per seed, split on 4, one bias strength) it took
+            # 800 s on one core of two, most of the main job's 15 minutes (the linear response alone 19 s a
+            # pair): the reproduction's quick run measures 12 pairs
+            # (3 init seeds of 4, every one paired), the linear response on 2 trained and 1 per seed (one
+            # random direction), the split and the bias (its judged strength only) on 4, the bound's
+            # conditions on 1, token dynamics on 2 windows. The full profile holds the referee's sample.
+            quick=("quick", dict(length=512, n_pairs=12, response_pairs=2, init_response_pairs=1, n_random=1,
+                                 split_pairs=4, bias_pairs=4, bias_gammas=(BIAS_GAMMA,), side_pairs=1,
+                                 dynamics_windows=2)),
             # T 1024, 16 pairs from distinct texts, every one measured at init too (8 seeds of 2: intervals over
             # seeds have 7 degrees of freedom, not 2) and under the bias, split and linear response.
             full=("quick", dict(init_seeds=tuple(range(8)), init_pairs=2, bias_pairs=16, split_pairs=16,
-                                response_pairs=16)))
+                                response_pairs=16)),
+            seconds=600)
 
 PAPER = dict(trained=criteria.TRAINED_RANGE, untrained=criteria.UNTRAINED_RANGE)
-BIAS_GAMMA = 1.0  # the bias strength llm_bias_stops judges, chosen beforehand; the others are reported beside
 SYSTEM_PROMPTS = (
     "<|im_start|>system\nYou are a pirate. Answer every question the way an old sea pirate would.<|im_end|>\n",
     "<|im_start|>system\nYou are a lawyer. Answer every question the way a careful lawyer would.<|im_end|>\n",
@@ -367,6 +378,8 @@ def _windowed(m: _Measured, t_min: int, p: dict, out: Path) -> Windowed:
     fits = dict(t_min=t_min, n_boot=p["n_boot"])
     t, l2, floor = m.trained.offsets.t, m.trained.offsets.l2, m.trained.floor
     init, k = m.init, p["response_pairs"]
+    # each seed's first init_response_pairs: the pairs its linear response was measured on
+    given = np.concatenate([np.flatnonzero(init.groups == g)[: p["init_response_pairs"]] for g in np.unique(init.groups)])
     at_init = init.l2.shape[0]  # the trained model's first pairs, measured at init too (``_init_pair_sets``)
     difference = [  # trained minus init, per layer, on a common window, paired: the same pairs, seeds as groups
         paired_difference_or_refuse(t, l2[:at_init, layer], init.l2[:, layer], floor_a=floor[layer],
@@ -375,8 +388,8 @@ def _windowed(m: _Measured, t_min: int, p: dict, out: Path) -> Windowed:
     # response_row rewrites the folders' ratio.npz at every window alike (the ratio has no window).
     response = LinearResponseRows(
         trained=response_row(t, l2[:k], floor, None, [m.trained_response], fits, out / "trained"),
-        init=dict(seeds=list(p["init_seeds"]), **response_row(t, init.l2, init.floor, init.groups, m.init_responses,
-                                                             fits, out / "init")))
+        init=dict(seeds=list(p["init_seeds"]), **response_row(t, init.l2[given], init.floor, init.groups[given],
+                                                             m.init_responses, fits, out / "init")))
     return Windowed(
         trained=WindowedTrained(fits=[f.to_dict() for f in nh.fit_layers(t, l2, floor, **fits)], split=SplitFits(
             **{part: [f.to_dict() for f in nh.fit_layers(m.split.t, getattr(m.split, part), **fits)]
@@ -437,7 +450,8 @@ def run(profile: str, out: Path, settings: dict | None = None) -> Summary:
             init0 = init  # the first seed's model: the side measures run on it
         m = nh.measure(init, own, progress=True, **how)
         inits.append(dict(seed=seed, fits=m.save(out / f"init_seed{seed}", meta=dict(meta, init_seed=seed))["fits"]))
-        init_responses.append(response(init, own, p["n_random"], out / f"init_seed{seed}"))
+        given = nh.PromptPairs(*(x[: p["init_response_pairs"]] for x in own))
+        init_responses.append(response(init, given, p["n_random"], out / f"init_seed{seed}"))
         measured.append(m)
     pooled = nh.pool(measured, **_fits(p))  # every seed's pairs; intervals resample seeds, then pairs within them
     split, sink = _split(model, pairs, p)

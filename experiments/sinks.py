@@ -54,7 +54,8 @@ PART = Part(order=16, title="Attention sinks in the real model (the project's ow
             figures=("sinks.png",),
             about="The attention SmolLM2's heads put on the first keys against dilution, per layer, head and query, "
                   "beside the bound's B; and its offsets when the two prompts share the first token against when they"
-                  " do not.")
+                  " do not.",
+            quick=("quick", dict(windows=2, n_pairs=6)), full=("quick", {}), seconds=100)
 
 EARLY_KEYS = 4  # keys 0..3: the first key and the next three, where other sinks at the start would sit
 available = real_model_available  # reproduce skips the part where this says why

@@ -55,7 +55,9 @@ PROFILES = {
 PART = Part(order=13, title="Token dynamics in the project's transformers", figures=("transformer_dynamics.png",),
             about="The same consensus measures on the hidden states across depth, trained and untrained, and a gain "
                   "analogue.",
-            quick=("quick", dict(train_steps=150)))
+            quick=("quick", dict(train_steps=80, untrained_depths=(4,))),
+            # the full profile: the sizes the quick one had before the main job was cut to 15 minutes
+            full=("quick", dict(train_steps=150)), seconds=45)
 
 LAYER_MEASURES = ("sphere_diameter", "mean_cosine", "clusters", "relative_diameter", "norm")
 

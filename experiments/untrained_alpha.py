@@ -41,7 +41,7 @@ PROFILES = {
 
 PART = Part(order=3, title="Untrained models: alpha per layer", figures=("alpha_vs_layer.png", "power_law.png"),
             about="Offsets of random-init models at several depths, fitted per layer above the float32 noise floor.",
-            quick=("quick", dict(depths=(1, 2, 4), length=1024, n_pairs=8)))
+            quick=("quick", dict(depths=(1, 2, 4), length=1024, n_pairs=8)), seconds=60)
 
 
 def _curvature_ratio(t_min: int, t_max: int) -> float:

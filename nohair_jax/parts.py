@@ -33,6 +33,8 @@ class Part:
     order: its place in the report (ascending); title, about: its section's heading and one paragraph;
     figures: the figures to show, relative to its folder; summary: the file its claims are judged from.
     tiny, quick, full: the ``Plan`` each reproduction profile runs (``full`` None: as ``quick``).
+    seconds: its quick profile's time on one core, roughly (measured: docs/results.md); parts run side
+    by side start longest first, so that the longest do not start last and run on alone.
     name: the module's name, filled in by ``find_part``.
     """
 
@@ -44,6 +46,7 @@ class Part:
     tiny: Plan = ("smoke", MappingProxyType({}))
     quick: Plan = ("quick", MappingProxyType({}))
     full: Plan | None = None
+    seconds: int = 30
     name: str = ""
 
     def plan(self, profile: str) -> Plan:

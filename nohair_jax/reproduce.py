@@ -143,8 +143,8 @@ def _run_part_in_worker(name: str, profile: str, out: str, force: bool) -> tuple
 def run_parts(parts: list[Part], profile: str, out: Path, *, force: bool, jobs: int, report) -> None:
     """Run ``parts`` side by side, at most ``jobs`` at once, each in its own process on its share of
     the CPUs (``workers.run_side_by_side``); ``report(part, (summary, status))`` is called here as
-    each finishes. After a part fails no new part starts; the running ones finish and the first
-    failure is raised here."""
+    each finishes, and they start longest first (``Part.seconds``). After a part fails no new part
+    starts; the running ones finish and the first failure is raised here."""
     by_name = {part.name: part for part in parts}
 
     def done(name: str, answer) -> None:
@@ -153,7 +153,8 @@ def run_parts(parts: list[Part], profile: str, out: Path, *, force: bool, jobs: 
         else:
             report(by_name[name], answer)
 
-    tasks = [(part.name, (part.name, profile, str(out), force)) for part in parts]
+    longest_first = sorted(parts, key=lambda part: -part.seconds)  # stable: report order among equals
+    tasks = [(part.name, (part.name, profile, str(out), force)) for part in longest_first]
     run_side_by_side(_run_part_in_worker, tasks, jobs=jobs, done=done)
 
 

@@ -208,3 +208,19 @@ def test_the_report_says_what_produced_it():
     text = _provenance_text(made)
     assert made["command"] in text and made["machine"]["cpu"] in text
     assert (made["commit"] is None) or made["commit"][:12] in text
+
+
+def test_parts_side_by_side_start_longest_first(tmp_path, monkeypatch):
+    """Two at a time, the longest parts (``Part.seconds``) start first, ties in report order, so that the
+    longest does not start last and run on alone; every part is handed over once."""
+    started = []
+    monkeypatch.setattr(rep, "run_side_by_side", lambda target, tasks, jobs, done: started.extend(n for n, _ in tasks))
+    parts = list(find_parts())
+    rep.run_parts(parts, "quick", tmp_path, force=False, jobs=2, report=None)
+    assert sorted(started) == sorted(p.name for p in parts)
+    seconds = {p.name: p.seconds for p in parts}
+    assert [seconds[n] for n in started] == sorted(seconds.values(), reverse=True)
+    assert started[0] == "real_model"  # the longest by far (docs/results.md)
+    order = {p.name: k for k, p in enumerate(parts)}
+    ties = [n for n in started if seconds[n] == 30]
+    assert ties == sorted(ties, key=order.get)
