@@ -63,7 +63,6 @@ PART = Part(order=14, title="Architecture contrasts (the project's own compariso
             full=("quick", {}), seconds=300)
 
 
-
 def variants(p: dict) -> dict[str, dict]:
     """Variant name -> the config fields it changes from the baseline (pre-LN, RoPE, GELU); only those
     named in ``p["only"]`` where a profile gives it (the smoke run's three)."""

@@ -1,6 +1,6 @@
 """Chat templates (nohair_jax.chat) against transformers' rendering of the same GGUF file, the split
-into prompts and shared continuation, and `nohair prompts`'s
-refusals on the packaged SmolLM2 (its run end to end: tests/test_readme.py)."""
+into prompts and shared continuation, and what `nohair prompts` refuses on the packaged SmolLM2
+(its run end to end: tests/test_readme.py)."""
 
 import json
 import re
