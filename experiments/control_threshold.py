@@ -60,22 +60,17 @@ PROFILES = {
                            betas=(0.1, 0.3, 1, 3, 10), draws=512, steps=4000, dt=0.005)),
 }
 
+# The full reproduction's plan; the quick one halves its draws to fit the main job's 15 minutes.
+_FULL_PLAN = dict(
+    draws=64,
+    adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3), (8, 8)), draws=4, iterations=20, steps=500, dt=0.04),
+    grid=dict(gains=(0.5, 1, 2, 5, 10, 20), shapes=((16, 3), (16, 8)), betas=(0.1, 1, 10), draws=16, steps=500, dt=0.04))
+
 PART = Part(order=12, title="Token dynamics: the control gain's threshold", figures=("threshold.png",),
             about="Final diameter and fraction of draws reaching consensus against the control gain, beside the "
                   "theory's threshold.",
-            quick=("quick", dict(
-                draws=32,
-                adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3), (8, 8)), draws=4, iterations=20, steps=500,
-                                 dt=0.04),
-                grid=dict(gains=(0.5, 1, 2, 5, 10, 20), shapes=((16, 3), (16, 8)), betas=(0.1, 1, 10), draws=8,
-                          steps=500, dt=0.04))),
-            # the full profile: the sizes the quick one had before the main job was cut to 15 minutes
-            full=("quick", dict(
-                draws=64,
-                adversarial=dict(gains=(0.5, 1, 2, 20), shapes=((16, 3), (8, 8)), draws=4, iterations=20, steps=500,
-                                 dt=0.04),
-                grid=dict(gains=(0.5, 1, 2, 5, 10, 20), shapes=((16, 3), (16, 8)), betas=(0.1, 1, 10), draws=16,
-                          steps=500, dt=0.04))), seconds=70)
+            quick=("quick", dict(_FULL_PLAN, draws=32, grid=dict(_FULL_PLAN["grid"], draws=8))),
+            full=("quick", _FULL_PLAN), seconds=70)
 
 
 def adversarial(search: dict, eps: float, seed: int) -> dict:

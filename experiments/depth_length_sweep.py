@@ -53,21 +53,19 @@ PROFILES = {
     ),
 }
 
+# The full reproduction's plan; the quick one stops its length sweep at 512 to fit the main job's 15 minutes.
+_FULL_PLAN = dict(
+    depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
+    lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
+    shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
+)
+
 PART = Part(order=10, title="Sweeps: alpha against depth, prompt length and continuation length",
             figures=("depth_prompt/alpha_vs_depth.png", "depth_prompt/alpha_vs_prompt_len.png", "lengths/offsets_vs_t.png"),
             about="Untrained models over a grid, every seed and pair of a shape in one compiled program, beside the "
                   "relay model.",
-            quick=("quick", dict(
-                depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
-                lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 512)),
-                shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
-            )),
-            # the full profile: the sizes the quick one had before the main job was cut to 15 minutes
-            full=("quick", dict(
-                depth_prompt=dict(depths=(1, 2, 4), widths=(128,), prompt_lens=(4, 16, 64), lengths=(512,)),
-                lengths=dict(depths=(4,), widths=(128,), prompt_lens=(16,), lengths=(256, 1024)),
-                shared=dict(seeds=(0, 1, 2), n_pairs=4, fit_t_min=32, n_boot=1000),
-            )), seconds=80)
+            quick=("quick", dict(_FULL_PLAN, lengths=dict(_FULL_PLAN["lengths"], lengths=(256, 512)))),
+            full=("quick", _FULL_PLAN), seconds=80)
 
 
 class Cell(TypedDict):
