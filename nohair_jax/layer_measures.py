@@ -52,9 +52,11 @@ def attention_bound(attn: Attention, y: jax.Array) -> jax.Array:
     heads = jnp.arange(cfg.n_heads)
     wv_h = wv.reshape(cfg.d_model, cfg.kv_heads, hd)[:, heads // group].transpose(1, 0, 2)  # [H, D, hd]
     wo_h = wo.reshape(cfg.n_heads, hd, cfg.d_model)  # [H, hd, D]
-    maps = wv_h @ wo_h  # [H, D, D]
+    # ||Wv_h Wo_h||_2 from the QR factors' R (Wv_h = Q R, Wo_h^T = Q' R': the same singular values as R R'^T,
+    # [hd, hd]): the [D, D] product's SVD took 0.4 s a layer on SmolLM2, this 0.05 s.
+    r_v, r_o = (jnp.linalg.qr(w, mode="r") for w in (wv_h, jnp.swapaxes(wo_h, -1, -2)))
     y_max = jnp.max(jnp.linalg.norm(y, axis=-1), axis=-1)  # [B]
-    bound = jnp.sum(jnp.linalg.norm(maps, ord=2, axis=(-2, -1))) * y_max
+    bound = jnp.sum(jnp.linalg.norm(r_v @ jnp.swapaxes(r_o, -1, -2), ord=2, axis=(-2, -1))) * y_max
     if attn.v.bias is not None:
         bv_h = attn.v.bias[...].reshape(cfg.kv_heads, hd)[heads // group]  # [H, hd]
         bound = bound + jnp.sum(jnp.linalg.norm(jnp.einsum("hk,hkd->hd", bv_h, wo_h), axis=-1))
