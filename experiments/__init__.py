@@ -106,16 +106,22 @@ def heldout_text_tokens(tokenizer) -> np.ndarray:
     return tokenize(tokenizer, decode(stdlib_corpus().heldout))
 
 
-def short_training(cfg, corpus, p: dict, out: Path):
-    """``train.train`` of ``cfg`` on ``corpus`` for ``p["steps"]`` steps of ``p["batch_size"]``
-    windows of ``p["context"]`` bytes, seed 0, a tenth of them warmup, one evaluation, checkpoint
-    and log at the end, into ``out / "train"``: the short training the contrasts compare."""
-    from nohair_jax.train import TrainConfig, train
+def short_train_config(p: dict):
+    """The ``TrainConfig`` of ``short_training``: ``p["steps"]`` steps of ``p["batch_size"]`` windows of
+    ``p["context"]`` bytes, seed 0, a tenth of them warmup, one evaluation, checkpoint and log at the end."""
+    from nohair_jax.train import TrainConfig
 
     steps = p["steps"]
-    train_cfg = TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
-                            warmup_steps=max(1, steps // 10), eval_every=steps, checkpoint_every=steps, log_every=steps)
-    return train(cfg, train_cfg, corpus, out / "train", progress=False)
+    return TrainConfig(steps=steps, batch_size=p["batch_size"], context=p["context"], seed=0,
+                       warmup_steps=max(1, steps // 10), eval_every=steps, checkpoint_every=steps, log_every=steps)
+
+
+def short_training(cfg, corpus, p: dict, out: Path):
+    """``train.train`` of ``cfg`` on ``corpus`` with ``short_train_config(p)`` into ``out / "train"``: the
+    short training the contrasts compare."""
+    from nohair_jax.train import train
+
+    return train(cfg, short_train_config(p), corpus, out / "train", progress=False)
 
 
 # The small byte-level model the training rows judge (trained_vs_untrained, logit_bias), how it is trained and

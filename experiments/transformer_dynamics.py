@@ -71,12 +71,16 @@ def trained_model(p: dict, corpus: nh.Corpus, out: Path, checkpoint_dir: Path | 
         return (load_trained(checkpoint_dir), TransformerConfig(**saved["model"]), saved["train"]["seed"],
                 last["eval_bits_per_byte"], last["step"])
     cfg = default_config(p["train_depth"], d_model=p["train_d_model"], position="rope")
-    steps = p["train_steps"]
-    train_cfg = TrainConfig(steps=steps, batch_size=p["train_batch"], context=p["train_context"], seed=seed,
-                            warmup_steps=steps // 10, eval_every=steps, checkpoint_every=steps, log_every=10)
-    result = train(cfg, train_cfg, corpus, out / "train")
+    result = train(cfg, train_config(p, seed), corpus, out / "train")
     bits = [e["eval_bits_per_byte"] for e in result.history if "eval_bits_per_byte" in e][-1]
-    return result.model, cfg, seed, bits, steps
+    return result.model, cfg, seed, bits, p["train_steps"]
+
+
+def train_config(p: dict, seed: int) -> TrainConfig:
+    """How the model is trained: ``p["train_steps"]`` steps, a tenth of them warmup, logged every 10."""
+    steps = p["train_steps"]
+    return TrainConfig(steps=steps, batch_size=p["train_batch"], context=p["train_context"], seed=seed,
+                       warmup_steps=steps // 10, eval_every=steps, checkpoint_every=steps, log_every=10)
 
 
 def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None,

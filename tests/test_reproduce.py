@@ -153,6 +153,20 @@ def test_every_part_has_a_plan_in_every_profile():
             rep.part_config(name, profile)  # the settings name real profile keys of the experiment
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_plan_that_trains_builds_a_valid_training_config(profile):
+    """The plans' training settings pass ``TrainConfig``'s checks before any part runs (a quick plan of 75 steps
+    once failed 10 minutes into the reproduction: its checkpoint interval was not a multiple of the log's)."""
+    from nohair_jax.experiments import SMALL_TRAINING, short_train_config
+    from nohair_jax.staged import STAGE_KEYS, staged_config
+
+    for name in ("architecture_contrasts", "linear_response"):
+        short_train_config(rep.part_config(name, profile)["settings"])
+    experiment("transformer_dynamics").train_config(rep.part_config("transformer_dynamics", profile)["settings"], 0)
+    for small in SMALL_TRAINING.values():  # the small trained model's (trained_vs_untrained, logit_bias)
+        staged_config(**{k: small[k] for k in STAGE_KEYS}, seed=0)
+
+
 def test_bad_input_is_one_line(tmp_path, capsys):
     with pytest.raises(ValueError, match="nonsense"):
         rep.reproduce(tmp_path, only=("nonsense",))
