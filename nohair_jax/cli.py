@@ -47,15 +47,14 @@ import warnings
 from pathlib import Path
 
 from nohair_jax.checks import check_settings
+from nohair_jax.checkpoints.families import ARCHITECTURES
 from nohair_jax.config import MLP_KINDS, NORM_KINDS, NORM_PLACEMENTS, POSITION_KINDS, PromptLogitBias, TransformerConfig
 from nohair_jax.interrupts import Terminated, deferred, interrupt_on
 
-# The checkpoint families that load, as their files name them: a Hugging Face config's model_type
-# (checkpoints.families.ARCHITECTURES) and a GGUF file's general.architecture (checkpoints.gguf_file.
-# GGUF_ARCHITECTURES). Listed here because those tables import JAX, which `nohair --help` must not;
-# tests/test_cli.py holds the lists equal to the tables.
-HF_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox", "olmo2", "phi3", "gemma2", "gemma3_text")
-GGUF_FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo2", "gptneox")
+# The checkpoint families that load, as their files name them: a Hugging Face config's model_type and a GGUF
+# file's general.architecture (the family table, read without JAX).
+HF_FAMILIES = tuple(ARCHITECTURES)
+GGUF_FAMILIES = tuple(a.gguf for a in ARCHITECTURES.values() if a.gguf is not None)
 
 
 def _int32(text: str) -> int:

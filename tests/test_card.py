@@ -26,37 +26,11 @@ from nohair_jax import card as cards  # noqa: E402
 from nohair_jax.checkpoints import load_tokenizer  # noqa: E402
 from nohair_jax.checkpoints.families import ARCHITECTURES  # noqa: E402
 from nohair_jax.cli import main  # noqa: E402
+from families import CHATML, FAMILIES, NO_SYSTEM, WITH_BOS  # noqa: E402
 from gguf_writer import bytes_to_unicode  # noqa: E402
 
 SMALL = cards.Protocol(prompt_text=6, length=40, n_pairs=3, fit_t_min=4, n_boot=100, relay_pairs=2, condition_pairs=1,
                        sink_pairs=2)
-SIZES = dict(vocab_size=300, hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=3,
-             num_key_value_heads=1, max_position_embeddings=64)
-
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-# Writes the BOS itself, as Llama 3's does: the card must not add a second one.
-WITH_BOS = "{{ bos_token }}" + CHATML
-# Takes no system role, as Mistral's; a space before the content, which the tokenizer joins to it.
-NO_SYSTEM = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('no system role') }}"
-             "{% endif %}[INST] {{ m['content'] }} [/INST]{% endfor %}")
-
-# model_type -> (transformers class, its config, chat template or None, whether the tokenizer adds a BOS).
-FAMILIES = {
-    # No template (raw text); its query weights zeroed below: every logit 0, pure dilution.
-    "gpt2": ("GPT2LMHeadModel", dict(vocab_size=300, n_embd=24, n_layer=2, n_head=3, n_positions=64), None, False),
-    "llama": ("LlamaForCausalLM", SIZES, WITH_BOS, False),
-    "mistral": ("MistralForCausalLM", dict(SIZES, sliding_window=16), NO_SYSTEM, True),
-    "qwen2": ("Qwen2ForCausalLM", dict(SIZES, use_sliding_window=True, sliding_window=16, max_window_layers=1), CHATML, False),
-    "qwen3": ("Qwen3ForCausalLM", dict(SIZES, head_dim=8), CHATML, False),
-    "gpt_neox": ("GPTNeoXForCausalLM", dict(SIZES, rotary_pct=0.5), CHATML, False),
-    "olmo2": ("Olmo2ForCausalLM", dict(SIZES, pad_token_id=0, eos_token_id=1), CHATML, False),
-    "phi3": ("Phi3ForCausalLM", dict(SIZES, pad_token_id=0, eos_token_id=1, partial_rotary_factor=0.5), CHATML, False),
-    "gemma2": ("Gemma2ForCausalLM", dict(SIZES, head_dim=8, query_pre_attn_scalar=8, sliding_window=16), CHATML, True),
-    "gemma3_text": ("Gemma3ForCausalLM", dict(SIZES, head_dim=8, query_pre_attn_scalar=8, sliding_window=16,
-                                              sliding_window_pattern=2), CHATML, True),
-}
-CONFIGS = {"GPT2LMHeadModel": "GPT2Config", "GPTNeoXForCausalLM": "GPTNeoXConfig", "Gemma3ForCausalLM": "Gemma3TextConfig"}
 SPECIAL = ("<|im_start|>", "<|im_end|>", "<bos>")
 
 
@@ -83,19 +57,19 @@ def _tokenizer(folder, bos: bool, template) -> None:
 
 
 def _build(family: str, folder):
-    cls, kwargs, template, bos = FAMILIES[family]
-    config = getattr(transformers, CONFIGS.get(cls, cls.replace("ForCausalLM", "Config")))(**kwargs)
+    row = FAMILIES[family]
+    config = row.hf_config()
     torch.manual_seed(0)
-    model = getattr(transformers, cls)(config)
+    model = getattr(transformers, row.model_class)(config)
     with torch.no_grad():
         for p in model.parameters():  # norm scales are ones and biases zeros until perturbed
             p.add_(0.1 * torch.randn_like(p))
-        if family == "gpt2":  # the query third of c_attn: every attention logit exactly 0
+        if family == "gpt2":  # the query third of c_attn: every attention logit exactly 0, pure dilution
             for block in model.transformer.h:
                 block.attn.c_attn.weight[:, :24] = 0
                 block.attn.c_attn.bias[:24] = 0
     model.eval().save_pretrained(folder)
-    _tokenizer(folder, bos, template)
+    _tokenizer(folder, row.adds_bos, row.template)
     return config
 
 
@@ -153,7 +127,7 @@ def test_the_card_runs_on_a_tiny_model_of_every_family(carded, family):
     # P and T as stated: the chat form's opening, then the protocol's text; T in all.
     form = card["chat_form"]
     assert form["prompt_len"] == len(form["head"]) + SMALL.prompt_text and form["length"] == SMALL.length
-    _, _, template, bos = FAMILIES[family]
+    template, bos = FAMILIES[family].template, FAMILIES[family].adds_bos
     tokenizer = load_tokenizer(folder)
     if bos or template == WITH_BOS:
         assert form["head"][0] == tokenizer.token_to_id("<bos>") and form["head"].count(tokenizer.token_to_id("<bos>")) == 1
@@ -165,7 +139,7 @@ def test_the_card_runs_on_a_tiny_model_of_every_family(carded, family):
     assert (form["kind"], form["head_text"].removeprefix("<bos>") if bos and template != NO_SYSTEM else form["head_text"],
             form["mid_text"]) == (expected[0], expected[1], expected[2])
     # The relay where its derivation holds (pre-LN, sequential), and why not elsewhere.
-    pre_ln = family not in ("gpt_neox", "olmo2", "gemma2", "gemma3_text")
+    pre_ln = FAMILIES[family].pre_ln
     assert card["relay"]["applies"] == pre_ln
     if not pre_ln:
         assert "pre-LN" in card["relay"]["reason"] and all(layer["relay_alpha"] is None for layer in card["layers"])

@@ -29,6 +29,7 @@ from nohair_jax.checkpoints import load_tokenizer  # noqa: E402
 from nohair_jax.tokenization import tokenize, tokenized_prompt_pairs  # noqa: E402
 from nohair_jax.cli import main  # noqa: E402
 from nohair_jax.model import RopeScaling, rope_tables  # noqa: E402
+from families import FAMILIES  # noqa: E402
 from torch_float64 import float32_is_float64  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -86,6 +87,14 @@ MODELS = {
         rope_parameters=dict(full_attention=dict(rope_type="linear", factor=4.0, rope_theta=1000.0),
                              sliding_attention=dict(rope_type="default", rope_theta=50.0)))),
 }
+
+# The model that stands for each family where a test runs one per family (test_config_defaults). A family with
+# none here is its row of tests/families.py, added to MODELS under its own name: every test above runs on it.
+REPRESENTATIVE = {"gpt2": "gpt2", "llama": "llama_gqa", "mistral": "mistral_window", "qwen2": "qwen2_window",
+                  "qwen3": "qwen3", "gpt_neox": "pythia", "olmo2": "olmo2", "phi3": "phi3", "gemma2": "gemma2",
+                  "gemma3_text": "gemma3"}
+MODELS.update({family: (row.model_class, row.hf_config()) for family, row in FAMILIES.items()
+               if family not in REPRESENTATIVE})
 
 
 def _build(name: str):

@@ -25,7 +25,8 @@ import pytest
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from test_checkpoints import TOLERANCE, _build, _errors, _reference  # noqa: E402
+from families import FAMILIES  # noqa: E402
+from test_checkpoints import REPRESENTATIVE, TOLERANCE, _build, _errors, _reference  # noqa: E402
 
 import nohair_jax as nh  # noqa: E402
 from nohair_jax.checkpoints import load_model  # noqa: E402  (the tokenizer-less folders' warning is tested elsewhere)
@@ -33,8 +34,7 @@ from nohair_jax.checkpoints.build import checked_config  # noqa: E402
 from nohair_jax.metadata import CheckpointError  # noqa: E402
 
 # One model per family (model_type), each with the features its defaults decide (windows, soft caps).
-FAMILY_MODELS = ["gpt2", "llama_gqa", "mistral_window", "qwen2_window", "qwen3", "pythia", "olmo2", "phi3", "gemma2",
-                 "gemma3"]
+FAMILY_MODELS = [REPRESENTATIVE.get(family, family) for family in FAMILIES]
 LENGTH = 40  # past the test models' windows of 16
 # Ids of special tokens enter no forward pass; transformers' defaults for them (Phi-3's pad id 32000) can fall
 # outside a tiny vocabulary, where it refuses to build the embedding: not a reading the project must share.

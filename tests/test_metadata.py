@@ -24,30 +24,13 @@ from hypothesis import strategies as st
 pytest.importorskip("transformers")
 import transformers  # noqa: E402
 
-from nohair_jax.checkpoints import CheckpointError, checked_config  # noqa: E402
+from families import FAMILIES as TABLE  # noqa: E402
+from nohair_jax.checkpoints import CheckpointError, architecture, checked_config  # noqa: E402
 from nohair_jax.cli import main  # noqa: E402
 from nohair_jax.metadata import CONFIG_SCHEMA, ROPE_SCHEMA, check_config  # noqa: E402
 
-SIZES = dict(vocab_size=101, hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=3,
-             num_key_value_heads=1)
-# One config.json per family the loaders accept, as transformers writes it.
-FAMILIES = {
-    "gpt2": transformers.GPT2Config(vocab_size=101, n_embd=24, n_layer=2, n_head=3, n_positions=64).to_dict(),
-    "llama": transformers.LlamaConfig(**SIZES, rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
-                                                                 high_freq_factor=4.0,
-                                                                 original_max_position_embeddings=64)).to_dict(),
-    "mistral": transformers.MistralConfig(**SIZES, sliding_window=16).to_dict(),
-    "qwen2": transformers.Qwen2Config(**SIZES).to_dict(),
-    "qwen3": transformers.Qwen3Config(**SIZES, head_dim=10).to_dict(),
-    "gpt_neox": transformers.GPTNeoXConfig(vocab_size=101, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
-                                           num_attention_heads=3, rotary_pct=0.5).to_dict(),
-    "olmo2": transformers.Olmo2Config(**SIZES, pad_token_id=0, eos_token_id=1).to_dict(),
-    "phi3": transformers.Phi3Config(**SIZES, pad_token_id=0, eos_token_id=1, partial_rotary_factor=0.5).to_dict(),
-    "gemma2": transformers.Gemma2Config(**SIZES, head_dim=10, sliding_window=16).to_dict(),
-    "gemma3_text": transformers.Gemma3TextConfig(**SIZES, head_dim=10, sliding_window=16, rope_parameters=dict(
-        full_attention=dict(rope_type="linear", factor=4.0, rope_theta=1000.0),
-        sliding_attention=dict(rope_type="default", rope_theta=50.0))).to_dict(),
-}
+# One config.json per family the loaders accept, as transformers writes it (tests/families.py).
+FAMILIES = {name: row.hf_config().to_dict() for name, row in TABLE.items()}
 VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([2**31, 2**63, 10**30, 7, 25, 64]),
     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["", "12", "llama", "silu", "linear", "x" * 300]),
@@ -67,8 +50,13 @@ def _set(hf: dict, key: str, value) -> None:
         hf[key] = value
 
 
-def _breaks_its_rule(key: str, value) -> bool:
-    rules = ROPE_SCHEMA if key.startswith("rope_scaling.") else CONFIG_SCHEMA
+def _schema(hf: dict) -> dict:
+    """The rules a config is held to: the shared ones and its family's own."""
+    return {**CONFIG_SCHEMA, **architecture(hf).schema}
+
+
+def _breaks_its_rule(key: str, value, schema: dict) -> bool:
+    rules = ROPE_SCHEMA if key.startswith("rope_scaling.") else schema
     rule = rules.get(key.split(".", 1)[1] if key.startswith("rope_scaling.") else key)
     return rule is not None and not rule.ok(value)
 
@@ -83,7 +71,8 @@ def _one_line(err: Exception) -> str:
 @given(family=st.sampled_from(sorted(FAMILIES)), data=st.data())
 def test_every_key_of_every_family_gives_a_config_or_one_line(family, data):
     hf = copy.deepcopy(FAMILIES[family])
-    keys = sorted(set(hf) | set(CONFIG_SCHEMA)) + ROPE_KEYS
+    schema = _schema(hf)
+    keys = sorted(set(hf) | set(schema)) + ROPE_KEYS
     changes = data.draw(st.lists(st.tuples(st.sampled_from(keys), VALUES), min_size=1, max_size=3))
     for key, value in changes:
         _set(hf, key, value)
@@ -91,7 +80,7 @@ def test_every_key_of_every_family_gives_a_config_or_one_line(family, data):
         checked_config(hf, "config.json", None, None)
     except CheckpointError as err:
         message = _one_line(err)
-        if len(changes) == 1 and _breaks_its_rule(*changes[0]):
+        if len(changes) == 1 and _breaks_its_rule(*changes[0], schema):
             assert changes[0][0] in message and "expected" in message, message
 
 
@@ -137,14 +126,17 @@ class _Recording(dict):
 
 
 def test_the_schema_holds_every_key_the_loaders_read_and_lets_the_families_through():
-    """Every top-level key the loaders read of each family's config.json has a rule in the schema (a key
-    read without one would reach the arithmetic unchecked), and every family's own config passes."""
-    read: set = set()
+    """Every top-level key the loaders read of each family's config.json has a rule in the schema or its
+    family's own (a key read without one would reach the arithmetic unchecked), and every family's own config
+    passes."""
+    every: set = set()
     for family, hf in FAMILIES.items():
         assert check_config(copy.deepcopy(hf), family) == hf
+        read: set = set()
         checked_config(_Recording(copy.deepcopy(hf), read), family, None, None)
-    assert {"model_type", "vocab_size", "num_hidden_layers", "n_layer", "rotary_pct"} <= read
-    assert read <= set(CONFIG_SCHEMA), sorted(read - set(CONFIG_SCHEMA))
+        assert read <= set(_schema(hf)), (family, sorted(read - set(_schema(hf))))
+        every |= read
+    assert {"model_type", "vocab_size", "num_hidden_layers", "n_layer", "rotary_pct"} <= every
 
 
 # ---------------------------------------------------------------------------------- GGUF metadata
@@ -209,7 +201,7 @@ def tiny_folder(tmp_path_factory):
 
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("llama")
-    transformers.LlamaForCausalLM(transformers.LlamaConfig(**SIZES)).save_pretrained(folder)
+    transformers.LlamaForCausalLM(TABLE["llama"].hf_config()).save_pretrained(folder)
     return folder
 
 

@@ -1,4 +1,5 @@
-"""Checkpoints from local files, as a ``Transformer``: Hugging Face folders of ten families and GGUF files.
+"""Checkpoints from local files, as a ``Transformer``: Hugging Face folders of the families in ``families.ARCHITECTURES``
+and GGUF files.
 
     model, tokenizer = load_checkpoint("path/to/folder")   # no network, ever
     model, tokenizer = load_checkpoint("model.gguf")       # llama.cpp's format
@@ -25,16 +26,25 @@ This module chooses the format and returns the model with its tokenizer. See
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from pathlib import Path
 
-from nohair_jax.checkpoints.build import build_model, checked_config
 from nohair_jax.checkpoints.families import ARCHITECTURES, Architecture, architecture
-from nohair_jax.checkpoints.hf_folder import (
-    TOKENIZER_FILE, folder_tokenizer, load_folder, read_config, tensor_headers, weight_files,
-)
 from nohair_jax.checkpoints.packaged import PACKAGED_MODELS, PackagedModel, packaged_model_path
 from nohair_jax.metadata import CheckpointError
+
+# The loaders' names, imported on first use (PEP 562): they import JAX, and the family tables above, which
+# ``nohair --help`` lists, do not.
+_LOADERS = {"build_model": "build", "checked_config": "build", "read_config": "hf_folder",
+            "tensor_headers": "hf_folder", "weight_files": "hf_folder"}
+
+
+def __getattr__(name: str):
+    if name in _LOADERS:
+        return getattr(importlib.import_module(f"{__name__}.{_LOADERS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ARCHITECTURES", "Architecture", "CheckpointError", "PACKAGED_MODELS", "PackagedModel", "architecture", "build_model",
@@ -65,6 +75,8 @@ def load_tokenizer(source: str | Path):
         from nohair_jax.checkpoints.gguf_tokenizer import gguf_tokenizer
 
         return gguf_tokenizer(path)
+    from nohair_jax.checkpoints.hf_folder import folder_tokenizer
+
     return folder_tokenizer(path)
 
 
@@ -107,6 +119,8 @@ def load_checkpoint(source: str | Path, *, dtype: str | None = None, seq_len: in
       model too big for this machine's memory, or float64 without 64-bit JAX (``jax.enable_x64``).
       ValueError: ``seq_len`` not an int >= 1.
     """
+    from nohair_jax.checkpoints.hf_folder import TOKENIZER_FILE
+
     path = resolve_checkpoint(source)
     model, tokenizer = load_model(path, dtype=dtype, seq_len=seq_len), tokenizer_or_warning(path)
     if path.is_dir() and not (path / TOKENIZER_FILE).is_file():
@@ -124,4 +138,6 @@ def load_model(source: str | Path, *, dtype: str | None = None, seq_len: int | N
         from nohair_jax.checkpoints.gguf_file import load_gguf
 
         return load_gguf(path, dtype=dtype, seq_len=seq_len)
+    from nohair_jax.checkpoints.hf_folder import load_folder
+
     return load_folder(path, dtype=dtype, seq_len=seq_len)

@@ -14,7 +14,7 @@ from flax import nnx
 from nohair_jax.checkpoints.families import Architecture, _expand, architecture
 from nohair_jax.checks import check_int, physical_memory
 from nohair_jax.config import TransformerConfig
-from nohair_jax.metadata import CheckpointError, check_config
+from nohair_jax.metadata import CheckpointError, check_config, check_values
 from nohair_jax.model import Transformer, model_skeleton
 
 FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -130,13 +130,14 @@ def checked_config(
 
     ``where`` names the source in errors (a folder's config.json, a GGUF file), ``names`` its keys where the
     source calls them otherwise (a GGUF file's metadata); every key read is first held to
-    ``metadata.CONFIG_SCHEMA``, then what the config does not say is the family's default
+    ``metadata.CONFIG_SCHEMA`` and the family's own ``Architecture.schema``, then what the config does not say is the family's default
     (``Architecture.defaults``: transformers' own); a model too big for this machine is refused before
     anything is built from it (``_check_size``).
     """
     if seq_len is not None:
         check_int("seq_len", seq_len)
     arch = architecture(check_config(hf, where))
+    check_values(hf, arch.schema, where, names)
     hf = arch.filled(hf)
     chosen = _dtype(hf, dtype, where)
     _check_size(hf, chosen, where, names or {})

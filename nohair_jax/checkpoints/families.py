@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from nohair_jax.checkpoints.config_rules import CONFIG_FILE, get, refuse
 from nohair_jax.checkpoints.rope import gemma_rope, rope_checks, rope_params, rope_scaling
 from nohair_jax.config import TransformerConfig
-from nohair_jax.metadata import CheckpointError
+from nohair_jax.metadata import CheckpointError, Rule
 
 
 
@@ -408,6 +408,10 @@ class Architecture:
       frequencies, and the output embedding of a tied model (a copy of the input embedding).
     prefix: what a ``*ForCausalLM`` puts before the base model's names (``lm_head`` has none).
     defaults: config key -> the value transformers' config class gives it where config.json has no such key.
+    gguf: the ``general.architecture`` llama.cpp writes for the family's GGUF files, where the GGUF reader
+      (``gguf_file``) takes them; None where it does not.
+    schema: the rules of the config keys only this family reads (``metadata.CONFIG_SCHEMA`` holds the shared
+      ones); ``build.checked_config`` holds a config to both before anything reads it.
     """
 
     limit: Callable[[dict], tuple[int, str]]
@@ -416,6 +420,8 @@ class Architecture:
     ignored: str
     prefix: str
     defaults: dict
+    gguf: str | None = None
+    schema: Mapping[str, Rule] = dataclasses.field(default_factory=dict)
 
     def filled(self, hf: dict) -> dict:
         """``hf`` with the family's defaults where it has no such key (a key written null stays null)."""
@@ -435,14 +441,16 @@ GPT_NEOX = Architecture(
     ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)", prefix="gpt_neox.",
     defaults=NEOX_DEFAULTS,
 )
-GEMMA2 = dataclasses.replace(LLAMA, config=_gemma_config, keys=GEMMA_KEYS, defaults=GEMMA2_DEFAULTS)
+GEMMA2 = dataclasses.replace(LLAMA, config=_gemma_config, keys=GEMMA_KEYS, defaults=GEMMA2_DEFAULTS, gguf="gemma2")
 ARCHITECTURES = {
-    "gpt2": GPT2, "llama": LLAMA, "mistral": dataclasses.replace(LLAMA, defaults=MISTRAL_DEFAULTS),
-    "qwen2": dataclasses.replace(LLAMA, defaults=QWEN2_DEFAULTS),
-    "qwen3": dataclasses.replace(LLAMA, keys=QWEN3_KEYS, defaults=QWEN3_DEFAULTS), "gpt_neox": GPT_NEOX,
-    "olmo2": dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS, defaults=OLMO2_DEFAULTS),
-    "phi3": dataclasses.replace(LLAMA, keys=phi3_keys, defaults=PHI3_DEFAULTS),
-    "gemma2": GEMMA2, "gemma3_text": dataclasses.replace(GEMMA2, defaults=GEMMA3_DEFAULTS),
+    "gpt2": GPT2, "llama": dataclasses.replace(LLAMA, gguf="llama"),
+    "mistral": dataclasses.replace(LLAMA, defaults=MISTRAL_DEFAULTS),  # llama.cpp writes Mistral's files as llama
+    "qwen2": dataclasses.replace(LLAMA, defaults=QWEN2_DEFAULTS, gguf="qwen2"),
+    "qwen3": dataclasses.replace(LLAMA, keys=QWEN3_KEYS, defaults=QWEN3_DEFAULTS, gguf="qwen3"),
+    "gpt_neox": dataclasses.replace(GPT_NEOX, gguf="gptneox"),
+    "olmo2": dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS, defaults=OLMO2_DEFAULTS, gguf="olmo2"),
+    "phi3": dataclasses.replace(LLAMA, keys=phi3_keys, defaults=PHI3_DEFAULTS, gguf="phi3"),
+    "gemma2": GEMMA2, "gemma3_text": dataclasses.replace(GEMMA2, defaults=GEMMA3_DEFAULTS, gguf="gemma3"),
 }
 
 

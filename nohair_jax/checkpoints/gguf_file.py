@@ -42,9 +42,8 @@ from nohair_jax.metadata import CheckpointError
 from nohair_jax.metadata import POSITIVE_INT, POSITIVE_NUMBER, TEXT, WINDOW_PATTERN, check_config, check_values
 
 GGUF_MAGIC = b"GGUF"
-# Supported architectures (general.architecture) -> the Hugging Face model_type they load as.
-GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "gemma2": "gemma2",
-                      "gemma3": "gemma3_text", "olmo2": "olmo2", "gptneox": "gpt_neox"}
+# Supported architectures (general.architecture) -> the Hugging Face model_type they load as (the family table's).
+GGUF_ARCHITECTURES = {a.gguf: name for name, a in ARCHITECTURES.items() if a.gguf is not None}
 # Tensor types read (dequantized with gguf.quants); each is tested against transformers.
 GGUF_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
