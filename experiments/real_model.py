@@ -305,7 +305,8 @@ def _local_exponents(pooled: nh.Pooled, prompt_len: int) -> list[dict]:
     n_layers = pooled.l2.shape[1] - 1
     rows = []
     for layer in sorted({min(2, n_layers), max(1, n_layers // 2), n_layers}):
-        t_grid, network = nh.local_exponent(pooled.t, pooled.l2[:, layer])
+        # the geometric-mean curve: the one the judged rise reads (docs/definitions.md#fits)
+        t_grid, network = nh.local_exponent(pooled.t, pooled.l2[:, layer], summary="geomean")
         rows.append(dict(layer=layer, t=t_grid, network=network,
                          relay=np.asarray(nh.relay.local_exponent(prompt_len, t_grid, layer)),
                          **exponent_rise(pooled.t, pooled.l2[:, layer], prompt_len, layer, groups=pooled.groups)))
@@ -668,20 +669,6 @@ def _llm_threshold(summary: Summary):
     return criteria.judged(text, None, bool(contracts), **evidence)
 
 
-def _at_least(measured: str, interval, margin: float, **evidence) -> Judgement:
-    """A bound, "decays at least as fast", by a one-sided non-inferiority test on the ``interval`` of alpha
-    minus the bound's alpha: agree when it lies above ``-margin``, disagree when it lies wholly below it,
-    otherwise not measured (the data cannot tell)."""
-    lo, hi = interval
-    evidence = dict(evidence, margin=margin)
-    if lo > -margin:
-        return Judgement(measured + f"; above -{margin:g}: at least as fast", interval, "agree", evidence)
-    if hi < -margin:
-        return Judgement(measured + f"; wholly below -{margin:g}: slower", interval, "disagree", evidence)
-    return Judgement(measured + f"; the interval reaches below -{margin:g} and above it: too wide to tell",
-                     interval, NOT_MEASURED, evidence)
-
-
 def _llm_direct(summary: Summary):
     split = summary["trained"]["split"]
     fits = criteria.read_fits(split["direct"])
@@ -697,7 +684,7 @@ def _llm_direct(summary: Summary):
             f"{list(fit.t_range)} against {reference:.2f} for P / (P + t) on the same window (all layers "
             f"{min(fitted):.2f} to {max(fitted):.2f}); difference {fit.alpha - reference:+.2f} "
             f"[{difference[0]:+.2f}, {difference[1]:+.2f}]")
-    return _at_least(text, difference, criteria.EQUIVALENCE_MARGIN, direct_alpha=alphas(fits), dilution_alpha=reference,
+    return criteria.at_least(text, difference, direct_alpha=alphas(fits), dilution_alpha=reference,
                      sink_share=split["sink_share"], sink_dilution_share=split["sink_dilution_share"])
 
 

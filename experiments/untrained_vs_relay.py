@@ -64,7 +64,8 @@ def run(profile: str, out: Path, seed: int = 0, settings: dict | None = None) ->
     save_npz(out / "local_exponent.npz", t=off.t, l2=off.l2)
     layers = []
     for layer in range(1, p["depth"] + 1):
-        t_grid, network = nh.local_exponent(off.t, off.l2[:, layer])
+        # the geometric-mean curve: the one the judged rise reads (docs/definitions.md#fits)
+        t_grid, network = nh.local_exponent(off.t, off.l2[:, layer], summary="geomean")
         layers.append(dict(
             layer=layer, t=t_grid, network=network, **exponent_rise(off.t, off.l2[:, layer], p["prompt_len"], layer),
             relay=np.asarray(nh.relay.local_exponent(p["prompt_len"], t_grid, layer)),

@@ -146,6 +146,16 @@ def beyond(interval, threshold: float, *, above: bool) -> str:
     return "disagree" if ((hi < threshold) if above else (lo > threshold)) else NOT_MEASURED
 
 
+def at_least(measured: str, difference, margin: float = EQUIVALENCE_MARGIN, **evidence) -> Judgement:
+    """A bound, "decays at least as fast", by a one-sided non-inferiority test (``beyond``) on the interval
+    ``difference`` of alpha minus the bound's alpha: agree when it lies above ``-margin``, disagree when it lies
+    wholly below it, otherwise not measured (the data cannot tell)."""
+    verdict = beyond(difference, -margin, above=True)
+    words = {"agree": f"above -{margin:g}: at least as fast", "disagree": f"wholly below -{margin:g}: slower",
+             NOT_MEASURED: f"the interval reaches below -{margin:g} and above it: too wide to tell"}[verdict]
+    return Judgement(f"{measured}; {words}", difference, verdict, dict(evidence, margin=margin))
+
+
 SLOPE_MARGIN = 0.1  # "decays at least like the relay shape": offset / shape grows by at most t^0.1 on [T/16, T]
 
 
@@ -219,31 +229,31 @@ def dilution_alpha(prompt_len: int, t_range: list) -> float:
 
 
 RISE_MARGIN = 0.05  # a local exponent "rises" across the window by more than this, first to last quarter
-# The rise of the local exponent is measured from t = 4: bins of one position at t = 1..3 hold the log
-# of a mean of few noisy pairs, which is biased (its interval then covered 91 %; from t = 4, 95 to 97 %).
+# The rise of the local exponent is measured from t = 4, as stated before the data: t = 1..3 are bins of one
+# position each, whose noise alone moves the first quarter's exponents.
 RISE_T_MIN = 4
 
 
 def rise(layers: list[dict]) -> Judgement:
     """The relay model reproduces the network's rise of the local exponent (``fit.local_exponent_rise``,
-    first to last quarter of the log bins), layer by layer: agree when in every layer the network's
-    rise interval lies above 0 and the relay model rises by more than ``RISE_MARGIN``; disagree when in
-    some layer the two part ways beyond doubt (the network's interval, widened for the number of
-    layers, lies above 0 while the relay model does not rise, or below 0 while it does); otherwise
-    not measured."""
+    first to last quarter of the log bins), layer by layer, with one definition for both: a curve rises
+    where its rise exceeds ``RISE_MARGIN``. The relay model's rise is exact; the network's is decided
+    beyond doubt where its interval lies wholly on one side of the margin. Agree when every layer is
+    decided and on the relay model's side; disagree when in some layer the network's interval, widened
+    for the number of layers, lies wholly on the other side; otherwise not measured."""
     if not layers:
         return unmeasured("needs depth >= 2")
     rises = [fit_from_dict(row["rise"]) for row in layers]
-    relay = [row["relay_rise"] for row in layers]
+    relay = [row["relay_rise"] > RISE_MARGIN for row in layers]
     wide = [bonferroni(r.ci, r.dof, len(rises), r.confidence) for r in rises]
-    both = [r.ci is not None and r.ci[0] > 0 and q > RISE_MARGIN for r, q in zip(rises, relay)]
-    apart = [w is not None and ((w[0] > 0 and q <= RISE_MARGIN) or (w[1] < 0 and q > RISE_MARGIN))
-             for w, q in zip(wide, relay)]
-    verdict = "agree" if all(both) else "disagree" if any(apart) else NOT_MEASURED
+    side = lambda ci, up: ci is not None and (ci[0] > RISE_MARGIN if up else ci[1] < RISE_MARGIN)  # noqa: E731
+    verdict = ("agree" if all(side(r.ci, up) for r, up in zip(rises, relay))
+               else "disagree" if any(side(w, not up) for w, up in zip(wide, relay)) else NOT_MEASURED)
     text = "local exponent, first to last quarter of t: " + "; ".join(
-        f"layer {row['layer']}: {r.first:.2f} -> {r.last:.2f}, rise {r.brief()} (relay {q:+.2f})"
-        for row, r, q in zip(layers, rises, relay))
-    return Judgement(text, None, verdict, dict(network_rise=[r.to_dict() for r in rises], relay_rise=relay,
+        f"layer {row['layer']}: {r.first:.2f} -> {r.last:.2f}, rise {r.brief()} (relay {row['relay_rise']:+.2f})"
+        for row, r in zip(layers, rises))
+    return Judgement(text, None, verdict, dict(network_rise=[r.to_dict() for r in rises],
+                                               relay_rise=[row["relay_rise"] for row in layers],
                                                layers=[row["layer"] for row in layers]))
 
 
@@ -272,12 +282,13 @@ def range_criterion(lo: float, hi: float) -> str:
             "outside the widened range, otherwise (or if the last layer cannot be fitted) not measured.")
 
 
-RISE_CRITERION = (f"The rise: the mean local exponent over the last quarter of the log-t bins from t = {RISE_T_MIN} to T "
-                  "minus over the first quarter, with a 95 % t-interval over pairs; the relay model's (the solvable one "
-                  "without residual, a = 0) on the same grid at the same P and depth. Agree if in every layer the network's interval lies above 0 and the relay model "
-                  f"rises by more than {RISE_MARGIN}; disagree if in some layer they part ways beyond doubt (the network's "
-                  "interval, widened for the number of layers (Bonferroni), above 0 while the relay model does not rise, "
-                  "or below 0 while it does); otherwise not measured.")
+RISE_CRITERION = (f"The rise: the mean local exponent of the pairs' geometric-mean curve over the last quarter of the log-t "
+                  f"bins from t = {RISE_T_MIN} to T minus over the first quarter (the mean of the pairs' own rises), with a "
+                  "95 % t-interval over pairs (over seeds where there are several); the relay model's (the solvable one "
+                  "without residual, a = 0) on the same grid at the same P and depth. A curve rises where its rise exceeds "
+                  f"{RISE_MARGIN}. Agree if in every layer the network's interval lies wholly on the relay model's side of "
+                  f"{RISE_MARGIN}; disagree if in some layer it lies, widened for the number of layers (Bonferroni), wholly "
+                  "on the other side; otherwise not measured.")
 ABOVE_ZERO_CRITERION = ("Agree if every interval lies above 0 (each at 95 %: all must hold, so no correction is needed); "
                         "disagree if some interval, widened for their number (Bonferroni), lies below 0; otherwise not "
                         "measured, as where some difference cannot be fitted.")

@@ -310,7 +310,9 @@ CASES = {
                        "not measured at this scale, across": real_model([0.6], [0.3], biased=0.1)},
     "llm_exponent_rise": {"agree": real_model([0.6], [0.3]),
                           "disagree": real_model([0.6], [0.3], init_rise=(0.2, 0.0)),  # the relay model does not rise
-                          NOT_MEASURED: real_model([0.6], [0.3], init_rise=(0.02, 0.6))},  # [-0.03, 0.07]
+                          # neither rises: [-0.25, -0.15] below the margin 0.05, where the relay model stays below it
+                          "agree, neither rises": real_model([0.6], [0.3], init_rise=(-0.2, 0.0)),
+                          NOT_MEASURED: real_model([0.6], [0.3], init_rise=(0.02, 0.6))},  # [-0.03, 0.07]: across 0.05
     # A bound, one-sided: the difference's interval above -0.1 agrees, however fast the direct read decays.
     "llm_direct_dilution": {"agree": real_model([0.6], [0.3], direct=(0.6, 0.93)),
                             "agree, faster than dilution": real_model([0.6], [0.3], direct=(0.6, 1.4)),
@@ -359,6 +361,7 @@ CASES = {
     # Intervals +-0.05 on 7 degrees of freedom, widened to +-0.06 for 2 layers.
     "exponent_rise": {"agree": untrained_vs_relay(0.4), "disagree": untrained_vs_relay(-0.3),  # falls; relay rises
                       "disagree, relay flat": untrained_vs_relay(0.4, relay_rise=0.01),
+                      "agree, neither rises": untrained_vs_relay(-0.2, relay_rise=0.01),
                       NOT_MEASURED: untrained_vs_relay(0.02)},
     # Step 10 is the only one after step 0 in the first 5 % of 300 steps; intervals +-0.05 (+-0.05 widened for one step).
     # The bias acting from step 0 (step 0 already near 0) no longer makes the row undecidable.

@@ -21,13 +21,18 @@ Judges (``JUDGES``; each with its settings, the rows and profiles they stand for
   shape on [T/16, T]; every slope -0.3, every slope 0, one slope +0.3, one slope +0.6 (the others 0).
 * ``rise``: ``criteria.rise`` on ``fit.local_exponent_rise`` from t = ``RISE_T_MIN`` and the relay model's rise on
   the same grid, ``experiments.exponent_rise``'s two numbers (exponent_rise: layers 2 to 4 of depth 4, T 2048;
-  llm_exponent_rise: layers 2, 15, 30, T 512, 3 seeds of 4 pairs); every layer's rise +0.2, one layer 0, one
-  layer -0.2. Where the relay model does not rise by more than ``RISE_MARGIN`` (layers 15 and 30 on t up to 512)
-  a layer cannot agree, and a network that rises there disagrees: the truths' verdicts say so.
+  llm_exponent_rise: layers 2, 15, 30, T 512, 3 seeds of 4 pairs), the threshold ``RISE_MARGIN`` 0.05 on both
+  sides; every layer's rise +0.2, one layer +0.05 (on the threshold), one layer 0, one layer -0.2, the first layer
+  +0.2 and the others -0.2. Where the relay model does not rise by more than ``RISE_MARGIN`` (layers 15 and 30 on t
+  up to 512) a network agrees there by not rising: the truths' verdicts say so.
 * ``in_range``: ``criteria.in_range`` of one alpha with ``TRAINED_RANGE`` (0.55, 0.7) widened by the margin,
   (0.45, 0.8) (trained_alpha, llm_trained_alpha); alpha 0.3, 0.4, 0.45 (on the widened range's
   end), 0.5, 0.6, 0.75, 0.9. It replaced ``criteria.overlaps`` (agree whenever the interval meets the range) in
   commit 6d36235 (issue 49); the benchmark reports that rule's rates on the same draws (``overlaps_before``).
+* ``at_least``: ``criteria.at_least``, non-inferiority, on one ``fit_power_law`` alpha minus the alpha of the
+  dilution share P / (P + t) on the same window (llm_direct_dilution: the direct read, 4 pairs at T 512 in the quick
+  profile, 16 at T 1024 in the full one); the difference -0.3, -0.15, -0.1 (on the threshold -``EQUIVALENCE_MARGIN``),
+  -0.05, 0 (exactly the dilution share's pace), +0.3.
 * ``beyond``: ``criteria.beyond`` of one seed's alpha against 0, below it agreeing (bias_reverses: the biased
   model's last layer at the stop, t in [32, C - P] = [32, 112]; the quick profile's one seed of 8 pairs, whose row
   ``criteria.seeds_agree`` leaves not measured for want of seeds, and the full profile's 3 seeds of 32 pairs, each
@@ -49,8 +54,9 @@ The truth. A verdict is about the population of pairs, whose mean curve each fit
 differ between pairs that mean is ``f(t) exp(s^2 log(t / t0)^2 / 2)`` up to a constant (``s^2`` the variance of a
 pair's, and its seed's, exponent effect): mixing exponents bends it. Every truth above is the *population* value:
 the definition applied to that curve by the project's own code without an interval (``fit_power_law``,
-``local_exponent_rise`` with ``n_boot=0``), the curves' own exponent set to give it (``own_alpha``, ``own_slope``,
-``rise_coefficient``; each cell checks it to 1e-9, ``truth_check``). Paired sides bend alike. A truth exactly on a
+``local_exponent_rise`` of one curve), the curves' own exponent set to give it (``own_alpha``, ``own_slope``,
+``rise_coefficient``; each cell checks it to 1e-9, ``truth_check``). Paired sides bend alike. The rise is of the
+geometric-mean curve, which does not bend (the pairs' effects are 0 on average in log). A truth exactly on a
 threshold is on the boundary: the definition's strict inequalities make neither verdict true there, so "not
 measured" is right and each decisive verdict is the interval's one-sided error (nominal 2.5 %), each held to
 ``WRONG_MAX``.
@@ -157,13 +163,14 @@ def _rise_shape(t: np.ndarray) -> np.ndarray:
 
 
 def _rise_of(t: np.ndarray, log_curve: np.ndarray) -> float:
-    return local_exponent_rise(t, np.exp(log_curve), t_min=criteria.RISE_T_MIN, n_boot=0).rise
+    return local_exponent_rise(t, np.exp(log_curve), t_min=criteria.RISE_T_MIN).rise
 
 
-def rise_coefficient(t: np.ndarray, target: float, seeds: int = 1, exponent_sd: float = EXPONENT_SD) -> float:
-    """``c`` such that the population mean curve of pairs whose own curve is ``t^-0.6 (log(t + 1))^c`` rises by
-    ``target`` (``local_exponent_rise`` from ``RISE_T_MIN``, no interval; the rise is linear in log d)."""
-    return (target - _rise_of(t, bend(np.log(t / T0), seeds, exponent_sd))) / _rise_of(t, _rise_shape(t))
+def rise_coefficient(t: np.ndarray, target: float) -> float:
+    """``c`` such that the population geometric-mean curve of pairs whose own curve is ``t^-0.6 (log(t + 1))^c``
+    (their effects are 0 on average in log) rises by ``target`` (``local_exponent_rise`` from ``RISE_T_MIN``; the
+    rise is linear in log d and 0 for a power law)."""
+    return target / _rise_of(t, _rise_shape(t))
 
 
 # ---------------------------------------------------------------- settings, truths, judges
@@ -237,13 +244,14 @@ class Judge:
 def _layer_orientation(s: Setting) -> tuple[float, np.ndarray, np.ndarray, bool]:
     """For the judges over layers: (margin, per layer the sign of the agree side, per layer whether it can agree,
     whether a value on the margin agrees). "Above zero": above 0; the shape test: at or below ``SLOPE_MARGIN``; the
-    rise: above 0 where the relay model rises by more than ``RISE_MARGIN``, and where it does not, no agreement and
-    a network that rises parts ways with it (the disagree side is then above 0)."""
+    rise: on the relay model's side of ``RISE_MARGIN`` (above where it rises by more, below where it does not)."""
     if s.judge == "shape_test":
         return criteria.SLOPE_MARGIN, -np.ones(s.layers), np.ones(s.layers, bool), True
     if s.judge == "rise":
         rises = np.array(relay_rises(s.prompt_len, s.t_min, s.t_max, s.rise_layers)) > criteria.RISE_MARGIN
-        return 0.0, np.where(rises, 1.0, -1.0), rises, False
+        return criteria.RISE_MARGIN, np.where(rises, 1.0, -1.0), np.ones(s.layers, bool), False
+    if s.judge == "at_least":  # llm_direct_dilution: the difference above -margin agrees
+        return -criteria.EQUIVALENCE_MARGIN, np.ones(s.layers), np.ones(s.layers, bool), False
     if s.judge == "beyond":  # bias_reverses: alpha below 0 agrees
         return 0.0, -np.ones(s.layers), np.ones(s.layers, bool), False
     return 0.0, np.ones(s.layers), np.ones(s.layers, bool), False
@@ -435,10 +443,9 @@ def _simulate_rise(s: Setting, truths, rng, n_boot: int, draw: int):
         for k, truth in enumerate(truths):
             target = truth.values[layer]
             if target not in fitted:
-                c = rise_coefficient(t, target, s.seeds, s.exponent_sd)
+                c = rise_coefficient(t, target)
                 fitted[target] = local_exponent_rise(t, np.exp(effects - ALPHA_REF * np.log(t) + c * _rise_shape(t)),
-                                                     t_min=criteria.RISE_T_MIN, groups=s.groups, n_boot=n_boot,
-                                                     seed=draw + 7919 * layer)
+                                                     t_min=criteria.RISE_T_MIN, groups=s.groups)
             records[k].append(fitted[target])
         fitted.clear()
     return records
@@ -448,6 +455,27 @@ def _verdict_rise(s: Setting, records) -> str:
     relay = relay_rises(s.prompt_len, s.t_min, s.t_max, s.rise_layers)
     return criteria.rise([dict(layer=layer, rise=r.to_dict(), relay_rise=q)
                           for layer, r, q in zip(s.rise_layers, records, relay)]).verdict
+
+
+# -- a bound: alpha at least the bound's, by non-inferiority
+
+
+def _simulate_at_least(s: Setting, truths, rng, n_boot: int, draw: int):
+    """The direct read's curves, their population alpha the dilution share's on the window (``dilution_alpha``) plus
+    the truth; each record the fit moved by that share's alpha: the row's difference and its interval."""
+    t = s.positions()
+    x = np.log(t / T0)
+    reference = criteria.dilution_alpha(s.prompt_len, [s.t_min, s.t_max])
+    effects = pair_effects(rng, s.pairs, x, s.seeds, s.exponent_sd)
+    return [[shift(fit_power_law(t, np.exp(effects - own_alpha(t, s.t_min, reference + truth.values[0], s.seeds,
+                                                                s.exponent_sd) * x),
+                                 t_min=s.t_min, groups=s.groups, n_boot=n_boot, seed=draw), -reference)]
+            for truth in truths]
+
+
+def _verdict_at_least(s: Setting, records) -> str:
+    (difference,) = records  # rounded to 3 decimals, as the row does
+    return criteria.at_least("", [round(v, 3) for v in difference.ci]).verdict
 
 
 # -- a directional statement on one alpha per seed
@@ -531,16 +559,19 @@ JUDGES: dict[str, Judge] = {
         "[T/16, T]): agree when every layer's slope interval ends at or below 0.1, disagree when some layer's "
         "interval widened for the number of layers starts above it, otherwise not measured"),
     "rise": Judge(
-        _simulate_rise, _verdict_rise, "rise", "ci", (0.0, 0.0), _EVERY[:3],
+        _simulate_rise, _verdict_rise, "rise", "ci", (criteria.RISE_MARGIN, criteria.RISE_MARGIN),
+        (_EVERY[0], (f"one layer +{criteria.RISE_MARGIN:g}", (criteria.RISE_MARGIN, 0.2)), *_EVERY[1:3],
+         ("one layer +0.2, the others -0.2", (0.2, -0.2))),
         (Setting("rise", "exponent_rise (quick): layers 2-4", 4, **_RISE_T),
          Setting("rise", "exponent_rise (full pairs, quick T): layers 2-4", 16, **_RISE_T),
          Setting("rise", "exponent_rise (quick): layers 2-4", 4, **_RISE_T, exponent_sd=UNTRAINED_EXPONENT_SD),
          Setting("rise", "llm_exponent_rise: layers 2, 15, 30", 12, criteria.RISE_T_MIN, 512, seeds=3, layers=3,
                  rise_layers=(2, 15, 30))),
-        "`criteria.rise` on `fit.local_exponent_rise` from t = 4 and the relay model's rise on the same grid: agree "
-        "when in every layer the network's interval lies above 0 and the relay model rises by more than 0.05, "
-        "disagree when in some layer they part ways beyond doubt (the network's interval widened for the number of "
-        "layers above 0 while the relay model does not rise, or below 0 while it does), otherwise not measured"),
+        "`criteria.rise` on `fit.local_exponent_rise` (the geometric-mean curve's rise, a t-interval over the pairs' "
+        "own rises) from t = 4 and the relay model's rise on the same grid, a curve rising where its rise exceeds "
+        "0.05: agree when in every layer the network's interval lies wholly on the relay model's side of 0.05, "
+        "disagree when in some layer it lies, widened for the number of layers, wholly on the other side, otherwise "
+        "not measured"),
     "in_range": Judge(
         _simulate_alpha, _verdict_in_range, "alpha", "ci",
         (criteria.TRAINED_RANGE[0] - criteria.EQUIVALENCE_MARGIN, criteria.TRAINED_RANGE[1] + criteria.EQUIVALENCE_MARGIN),
@@ -553,6 +584,14 @@ JUDGES: dict[str, Judge] = {
         "widened by the equivalence margin, (0.45, 0.8), disagree when it lies wholly outside that, otherwise not "
         "measured (it replaced `criteria.overlaps`, which agreed whenever the interval met the range, in commit "
         "6d36235)"),
+    "at_least": Judge(
+        _simulate_at_least, _verdict_at_least, "alpha", "ci",
+        (-criteria.EQUIVALENCE_MARGIN, -criteria.EQUIVALENCE_MARGIN), (-0.3, -0.15, -0.1, -0.05, 0.0, 0.3),
+        (Setting("at_least", "llm_direct_dilution (quick)", 4, 32, 512),
+         Setting("at_least", "llm_direct_dilution (full)", 16, 32, 1024)),
+        "`criteria.at_least` on one `fit_power_law` alpha minus the alpha of P / (P + t) on the same window (P 16; "
+        "its interval rounded to 3 decimals, as the row does): agree when the difference's interval lies above -0.1, "
+        "disagree when it lies wholly below, otherwise not measured"),
     "beyond": Judge(
         _simulate_beyond, _verdict_beyond, "alpha", "ci", (0.0, 0.0),
         tuple((f"every seed {v:+g}" if v else "every seed 0", (v, v)) for v in (-0.2, -0.05, 0.0, 0.05, 0.2)),
@@ -687,6 +726,9 @@ def truth_check(s: Setting, truth: Truth) -> float:
         return abs(alpha(ALPHA_REF + truth.values[0]) - alpha(ALPHA_REF) - truth.values[0])
     if s.judge in ("near_zero", "in_range"):
         return abs(alpha(own_alpha(t, s.t_min, truth.values[0], s.seeds, sd), s.seeds) - truth.values[0])
+    if s.judge == "at_least":
+        ref = criteria.dilution_alpha(s.prompt_len, [s.t_min, s.t_max])
+        return abs(alpha(own_alpha(t, s.t_min, ref + truth.values[0], s.seeds, sd), s.seeds) - ref - truth.values[0])
     if s.judge == "beyond":  # each seed its own model: no seed effect
         return max(abs(alpha(own_alpha(t, s.t_min, v, 1, sd)) - v) for v in truth.values)
     if s.judge == "every_above_zero":
@@ -696,8 +738,8 @@ def truth_check(s: Setting, truth: Truth) -> float:
         return max(abs(-fit_power_law(t[w - 1:], np.exp(own_slope(s, v) * x[w - 1:] + bend(x[w - 1:], 1, sd)), t_min=w,
                                       n_boot=0).alpha - v) for v in truth.values)
     if s.judge == "rise":
-        return max(abs(_rise_of(t, -ALPHA_REF * np.log(t) + rise_coefficient(t, v, s.seeds, sd) * _rise_shape(t)
-                                + bend(x, s.seeds, sd)) - v) for v in truth.values)
+        return max(abs(_rise_of(t, -ALPHA_REF * np.log(t) + rise_coefficient(t, v) * _rise_shape(t)) - v)
+                   for v in truth.values)
     raise KeyError(s.judge)
 
 
@@ -814,18 +856,9 @@ def failures(cell: Cell, binomial: bool = True, decided: bool = True) -> list[st
 # its binomial noise: (judge, setting index, truth label) -> the measured rate there. test_error_rates leaves their
 # wrong verdicts to test_known_wrong_cells, which holds them to the requirement under xfail(strict=True): findings
 # about the judges, nothing loosened.
-# The rise at SmolLM2's spread of exponents: its interval covers only 66 % (4 pairs) and 83 % (16 pairs) of the time
-# (its standard error 0.62 and 0.81 of the estimate's spread over the draws), so a layer whose rise is exactly 0
-# is called rising in 16.5 % of the draws; at the untrained models' own spread (exponent sd 0.02) it covers 95.5 %.
-# Why (benchmarks/rise_interval.py): the rise ignores each pair's own level and exponent at first order, so what
-# the pairs' spread leaves in it is the bend of their mean curve, a weighted sample variance of their exponents:
-# biased low (about 0.5 of its sd at 4 pairs), skewed like a chi-square, with a standard error proportional to
-# itself. No interval tried there covers 93 % at 4 pairs (jackknife, bias-corrected jackknife, bootstrap-t,
-# Gaussian bootstrap-t); a symmetric one cannot (84 % for a normal variance with everything else right).
-KNOWN_WRONG: dict[tuple[str, int, str], str] = {
-    ("rise", 0, "one layer 0"): "16.5 % (agree: the zero rise called a rise; coverage 66 %)",
-    ("rise", 1, "one layer 0"): "16.5 % (agree: the zero rise called a rise; coverage 83 %)",
-}
+# None now: the rise's cells were here (its interval over the mean curve covered 66 % at 4 pairs, and a zero rise
+# was called a rise in 16.5 % of the draws) until the rise became the geometric-mean curve's (fit.exponents).
+KNOWN_WRONG: dict[tuple[str, int, str], str] = {}
 
 # Settings the benchmark alone runs, for the test's time: the 30-layer real-model rows and sizes between the
 # profiles of the slowest judges.
@@ -871,7 +904,7 @@ def test_known_wrong_cells(key):
 
 # One cheap setting per judge for the checks of the machinery.
 _CHEAP = {"equivalence": 1, "near_zero": 4, "every_above_zero": 4, "shape_test": 2, "rise": 2, "in_range": 0,
-          "beyond": 1}
+          "at_least": 0, "beyond": 1}
 
 
 @pytest.mark.parametrize("judge", list(JUDGES))

@@ -242,7 +242,7 @@ FIT_SPECS = [
     Spec("local_exponent", lambda t, d: fit.local_exponent(t, d),
          lambda: dict(zip(("t", "d"), _curves())), dict(t="t", d="curve"),
          lambda r, a: _check(r[0].shape == r[1].shape and r[0].ndim == 1 and r[0].size >= 1 and _finite(*r), r)),
-    Spec("local_exponent_rise", lambda t, d, groups: fit.local_exponent_rise(t, d, n_boot=20, groups=groups),
+    Spec("local_exponent_rise", lambda t, d, groups: fit.local_exponent_rise(t, d, groups=groups),
          lambda: dict(zip(("t", "d"), _curves())) | dict(groups=np.array([0, 0, 1, 1])),
          dict(t="t", d="curve", groups="labels"),
          lambda r, a: _check(_finite(r.rise, r.first, r.last) and (r.ci is None or _finite(r.ci)), r), optional=("groups",)),
