@@ -76,4 +76,6 @@ FAMILIES = {
         SIZES, head_dim=8, query_pre_attn_scalar=8, sliding_window=16, sliding_window_pattern=2,
         rope_parameters=dict(full_attention=dict(rope_type="linear", factor=4.0, rope_theta=1000.0),
                              sliding_attention=dict(rope_type="default", rope_theta=50.0))), CHATML, True, False),
+    # LayerNorm with biases, biases on every projection, a GELU MLP, a window on every layer.
+    "starcoder2": Family("Starcoder2ForCausalLM", dict(SIZES, sliding_window=16), CHATML, False, True),
 }

@@ -18,7 +18,7 @@ import numpy as np
 from nohair_jax.checkpoints.config_rules import CONFIG_FILE, get, refuse
 from nohair_jax.checkpoints.rope import gemma_rope, rope_checks, rope_params, rope_scaling
 from nohair_jax.config import TransformerConfig
-from nohair_jax.metadata import CheckpointError, Rule
+from nohair_jax.metadata import BOOL, POSITIVE_NUMBER, CheckpointError, Rule
 
 
 
@@ -131,6 +131,21 @@ OLMO2_KEYS = {
 }
 
 
+# StarCoder 2: Llama's projection names, with biases; a LayerNorm (with a bias) before each sublayer; a GELU MLP
+# of two projections, c_fc and c_proj.
+STARCODER2_KEYS = {
+    **{key: targets for key, targets in LLAMA_KEYS.items()
+       if "layernorm" not in key and ".mlp." not in key and key != "norm.weight"},
+    **{f"{name}.{kind}": ((f"{target}.{param}", _same),)
+       for name, target in (("layers.{i}.input_layernorm", "blocks.{i}.attn_norm"),
+                            ("layers.{i}.post_attention_layernorm", "blocks.{i}.mlp_norm"), ("norm", "final_norm"))
+       for kind, param in (("weight", "scale"), ("bias", "bias"))},
+    **{f"layers.{{i}}.mlp.{name}.{kind}": ((f"blocks.{{i}}.mlp.{target}.{param}", convert),)
+       for name, target in (("c_fc", "up"), ("c_proj", "down"))
+       for kind, param, convert in (("weight", "kernel", _transpose), ("bias", "bias", _same))},
+}
+
+
 def phi3_keys(cfg: TransformerConfig) -> dict[str, tuple[tuple[str, Callable], ...]]:
     """Phi-3's key table: Llama's, with q, k, v fused in ``qkv_proj`` (rows q, then k, then v) and gate and up
     in ``gate_up_proj`` (rows gate, then up)."""
@@ -208,6 +223,8 @@ QWEN3_DEFAULTS = dict(QWEN2_DEFAULTS, head_dim=128, attention_bias=False)
 NEOX_DEFAULTS = dict(max_position_embeddings=2048, layer_norm_eps=1e-5, use_parallel_residual=True, hidden_act="gelu",
                      tie_word_embeddings=False, attention_bias=True, rotary_pct=0.25, rotary_emb_base=10000.0)
 OLMO2_DEFAULTS = dict(LLAMA_DEFAULTS, rms_norm_eps=1e-5)
+STARCODER2_DEFAULTS = dict(num_key_value_heads=2, max_position_embeddings=4096, norm_epsilon=1e-5,
+                           hidden_act="gelu_pytorch_tanh", sliding_window=None, use_bias=True, tie_word_embeddings=True)
 PHI3_DEFAULTS = dict(num_key_value_heads=None, head_dim=None, max_position_embeddings=4096, sliding_window=None,
                      rms_norm_eps=1e-5, hidden_act="silu", tie_word_embeddings=False, partial_rotary_factor=1.0)
 GEMMA2_DEFAULTS = dict(num_key_value_heads=4, head_dim=256, max_position_embeddings=8192, sliding_window=4096,
@@ -267,10 +284,10 @@ def _layer_kinds(hf: dict, derived: Callable[[int], bool]) -> list[str]:
 def _sliding_window(hf: dict) -> tuple[int | None, tuple[int, ...] | None]:
     """(the attention window or None, the layers it acts on or None for every layer), as each family's
     modelling code in transformers reads it. Llama and OLMo 2: no window (a ``sliding_window`` key is not
-    read). Mistral and Phi-3: ``sliding_window`` on every layer (``layer_types`` is not read). Qwen2 and
-    Qwen3: only with ``use_sliding_window``, on the layers ``layer_types`` marks (from ``max_window_layers``
-    on where it is null). Gemma 2 and 3: on the layers ``layer_types`` marks (where null: all but every
-    ``sliding_window_pattern``-th, 2 for Gemma 2)."""
+    read). Mistral, Phi-3 and StarCoder 2: ``sliding_window`` on every layer (``layer_types`` is not read).
+    Qwen2 and Qwen3: only with ``use_sliding_window``, on the layers ``layer_types`` marks (from
+    ``max_window_layers`` on where it is null). Gemma 2 and 3: on the layers ``layer_types`` marks (where
+    null: all but every ``sliding_window_pattern``-th, 2 for Gemma 2)."""
     family = hf["model_type"]
     if family in ("qwen2", "qwen3"):
         kinds = _layer_kinds(hf, lambda layer: layer >= hf["max_window_layers"])
@@ -278,7 +295,7 @@ def _sliding_window(hf: dict) -> tuple[int | None, tuple[int, ...] | None]:
     elif family in ("gemma2", "gemma3_text"):
         kinds = _layer_kinds(hf, lambda layer: (layer + 1) % hf["sliding_window_pattern"] != 0)
         window = hf["sliding_window"]
-    elif family in ("mistral", "phi3"):
+    elif family in ("mistral", "phi3", "starcoder2"):
         kinds, window = [LAYER_KINDS[1]] * get(hf, "num_hidden_layers"), hf["sliding_window"]
     else:
         return None, None
@@ -397,6 +414,31 @@ def _neox_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
     )
 
 
+def _starcoder2_config(hf: dict, dtype: str, max_len: int) -> TransformerConfig:
+    """StarCoder 2: pre-LN with LayerNorm, biases on every projection (``use_bias``; its LayerNorms keep theirs
+    either way), a GELU MLP, RoPE over whole heads, grouped heads, a window on every layer where
+    ``sliding_window`` is set."""
+    d_model, n_heads, head_dim = get(hf, "hidden_size"), get(hf, "num_attention_heads"), _head_dim(hf)
+    activation = hf["hidden_act"]
+    refuse(
+        (activation not in NEOX_ACTIVATIONS, f"hidden_act={activation!r} (supported: {sorted(NEOX_ACTIVATIONS)})"),
+        (not hf["use_bias"], "use_bias=false (LayerNorm with a bias beside projections without one: not built)"),
+        *rope_checks(hf),
+    )
+    theta, scaling = rope_scaling(hf)
+    window, layers = _sliding_window(hf)
+    window = window if window is not None and window < max_len else None
+    return TransformerConfig(
+        vocab_size=get(hf, "vocab_size"), d_model=d_model, n_heads=n_heads,
+        n_kv_heads=hf["num_key_value_heads"] or n_heads, n_layers=get(hf, "num_hidden_layers"),
+        d_mlp=get(hf, "intermediate_size"), mlp=NEOX_ACTIVATIONS[activation], norm="layernorm",
+        norm_eps=hf["norm_epsilon"], position="rope", rope_theta=theta, rope_scaling=scaling, max_len=max_len,
+        tied_embeddings=hf["tie_word_embeddings"], bias=True, dtype=dtype, sliding_window=window,
+        window_layers=layers if window is not None else None,
+        head_width=None if head_dim * n_heads == d_model else head_dim,
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """How one Hugging Face ``model_type`` maps onto ``Transformer``.
@@ -451,6 +493,8 @@ ARCHITECTURES = {
     "olmo2": dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS, defaults=OLMO2_DEFAULTS, gguf="olmo2"),
     "phi3": dataclasses.replace(LLAMA, keys=phi3_keys, defaults=PHI3_DEFAULTS, gguf="phi3"),
     "gemma2": GEMMA2, "gemma3_text": dataclasses.replace(GEMMA2, defaults=GEMMA3_DEFAULTS, gguf="gemma3"),
+    "starcoder2": dataclasses.replace(LLAMA, config=_starcoder2_config, keys=STARCODER2_KEYS, defaults=STARCODER2_DEFAULTS,
+                                      schema=dict(norm_epsilon=POSITIVE_NUMBER, use_bias=BOOL)),
 }
 
 
