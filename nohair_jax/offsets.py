@@ -406,7 +406,7 @@ def prepared_parameters(model: Transformer) -> tuple[nnx.GraphDef, nnx.State, nn
     _, state, blocks = split_stacked_blocks(model)
     # Committed to their device, every model alike: a trained model's arrays (a jitted step's outputs) are,
     # a fresh model's are not, and jit compiled each program once for each kind (2 s a program, small model).
-    state, blocks = jax.device_put((state, blocks), next(iter(arrays[0].devices())))
+    state, blocks = jax.tree.map(lambda x: jax.device_put(x, x.sharding), (state, blocks))
     entry = _Prepared([weakref.ref(x) for x in arrays], state, blocks)
     _LAST_PREPARED.append(entry)
     # The model's arrays gone: drop the copy (by id: a reference would keep the copy alive; an id
