@@ -282,13 +282,13 @@ def range_criterion(lo: float, hi: float) -> str:
             "outside the widened range, otherwise (or if the last layer cannot be fitted) not measured.")
 
 
-RISE_CRITERION = (f"The rise: the mean local exponent of the pairs' geometric-mean curve over the last quarter of the log-t "
-                  f"bins from t = {RISE_T_MIN} to T minus over the first quarter (the mean of the pairs' own rises), with a "
-                  "95 % t-interval over pairs (over seeds where there are several); the relay model's (the solvable one "
-                  "without residual, a = 0) on the same grid at the same P and depth. A curve rises where its rise exceeds "
-                  f"{RISE_MARGIN}. Agree if in every layer the network's interval lies wholly on the relay model's side of "
-                  f"{RISE_MARGIN}; disagree if in some layer it lies, widened for the number of layers (Bonferroni), wholly "
-                  "on the other side; otherwise not measured.")
+RISE_CRITERION = (f"The rise: the mean local exponent of the pairs' geometric-mean curve over the last quarter of "
+                  f"the log-t bins from t = {RISE_T_MIN} to T minus over the first quarter (the mean of the pairs' own "
+                  "rises), with a 95 % t-interval over pairs (over seeds where there are several); the relay model's "
+                  "(the solvable one without residual, a = 0) on the same grid at the same P and depth. A curve rises "
+                  f"where its rise exceeds {RISE_MARGIN}. Agree if in every layer the network's interval lies wholly on "
+                  f"the relay model's side of {RISE_MARGIN}; disagree if in some layer it lies, widened for the number "
+                  "of layers (Bonferroni), wholly on the other side; otherwise not measured.")
 ABOVE_ZERO_CRITERION = ("Agree if every interval lies above 0 (each at 95 %: all must hold, so no correction is needed); "
                         "disagree if some interval, widened for their number (Bonferroni), lies below 0; otherwise not "
                         "measured, as where some difference cannot be fitted.")

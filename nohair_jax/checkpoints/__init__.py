@@ -1,5 +1,5 @@
-"""Checkpoints from local files, as a ``Transformer``: Hugging Face folders of the families in ``families.ARCHITECTURES``
-and GGUF files.
+"""Checkpoints from local files, as a ``Transformer``: Hugging Face folders of the families in
+``families.ARCHITECTURES`` and GGUF files.
 
     model, tokenizer = load_checkpoint("path/to/folder")   # no network, ever
     model, tokenizer = load_checkpoint("model.gguf")       # llama.cpp's format

@@ -130,7 +130,8 @@ def checked_config(
 
     ``where`` names the source in errors (a folder's config.json, a GGUF file), ``names`` its keys where the
     source calls them otherwise (a GGUF file's metadata); every key read is first held to
-    ``metadata.CONFIG_SCHEMA`` and the family's own ``Architecture.schema``, then what the config does not say is the family's default
+    ``metadata.CONFIG_SCHEMA`` and the family's own ``Architecture.schema``, then what the config does not say
+    is the family's default
     (``Architecture.defaults``: transformers' own); a model too big for this machine is refused before
     anything is built from it (``_check_size``).
     """

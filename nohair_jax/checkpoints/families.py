@@ -493,8 +493,8 @@ ARCHITECTURES = {
     "olmo2": dataclasses.replace(LLAMA, config=_olmo2_config, keys=OLMO2_KEYS, defaults=OLMO2_DEFAULTS, gguf="olmo2"),
     "phi3": dataclasses.replace(LLAMA, keys=phi3_keys, defaults=PHI3_DEFAULTS, gguf="phi3"),
     "gemma2": GEMMA2, "gemma3_text": dataclasses.replace(GEMMA2, defaults=GEMMA3_DEFAULTS, gguf="gemma3"),
-    "starcoder2": dataclasses.replace(LLAMA, config=_starcoder2_config, keys=STARCODER2_KEYS, defaults=STARCODER2_DEFAULTS,
-                                      schema=dict(norm_epsilon=POSITIVE_NUMBER, use_bias=BOOL)),
+    "starcoder2": dataclasses.replace(LLAMA, config=_starcoder2_config, keys=STARCODER2_KEYS,
+                                      defaults=STARCODER2_DEFAULTS, schema=dict(norm_epsilon=POSITIVE_NUMBER, use_bias=BOOL)),
 }
 
 
