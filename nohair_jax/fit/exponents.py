@@ -82,7 +82,7 @@ class ExponentRise:
 def local_exponent_rise(t, d, *, t_min=1, t_max=None, bins_per_decade=8, confidence=0.95, groups=None) -> ExponentRise:
     """How much the local exponent of the geometric-mean curve of ``d [n_pairs, T]`` (or ``[T]``) rises from
     the first to the last quarter of its log bins on ``[t_min, t_max]`` (``local_exponent``, ``quarter_rise``),
-    with a t-interval over pairs (``groups``: over seeds, each seed's mean of its pairs' rises).
+    with a t-interval at ``confidence`` over pairs (``groups``: over seeds, each seed's mean of its pairs' rises).
 
     The geometric mean, not the mean: the rise is then linear in the pairs' log curves, the mean of each
     pair's own rise, so its t-interval is a mean's. The mean curve of pairs whose exponents spread by ``s``
