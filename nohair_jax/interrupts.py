@@ -4,8 +4,8 @@ or at the end of a block that must not be cut (``deferred``: a checkpoint being 
 Python reports a ``KeyboardInterrupt`` raised inside a finaliser (``__del__``), JAX's
 garbage-collection callback or the import system's module-lock callback as an ignored exception,
 with a traceback, and the run goes on. The handler here never raises there: it retries 10 ms later
-(SIGALRM, the same handler), once the finaliser has returned. Every result file is written atomically (``nohair_jax.results``), so an
-interrupted run leaves whole files and resumes on a rerun.
+(SIGALRM, the same handler), once the finaliser has returned. Every result file is written
+atomically (``nohair_jax.results``), so an interrupted run leaves whole files and resumes on a rerun.
 """
 
 from __future__ import annotations

@@ -568,10 +568,10 @@ JUDGES: dict[str, Judge] = {
          Setting("rise", "llm_exponent_rise: layers 2, 15, 30", 12, criteria.RISE_T_MIN, 512, seeds=3, layers=3,
                  rise_layers=(2, 15, 30))),
         "`criteria.rise` on `fit.local_exponent_rise` (the geometric-mean curve's rise, a t-interval over the pairs' "
-        "own rises) from t = 4 and the relay model's rise on the same grid, a curve rising where its rise exceeds "
-        "0.05: agree when in every layer the network's interval lies wholly on the relay model's side of 0.05, "
-        "disagree when in some layer it lies, widened for the number of layers, wholly on the other side, otherwise "
-        "not measured"),
+        f"own rises) from t = {criteria.RISE_T_MIN} and the relay model's rise on the same grid, a curve rising where "
+        f"its rise exceeds {criteria.RISE_MARGIN:g}: agree when in every layer the network's interval lies wholly on "
+        f"the relay model's side of {criteria.RISE_MARGIN:g}, disagree when in some layer it lies, widened for the "
+        "number of layers, wholly on the other side, otherwise not measured"),
     "in_range": Judge(
         _simulate_alpha, _verdict_in_range, "alpha", "ci",
         (criteria.TRAINED_RANGE[0] - criteria.EQUIVALENCE_MARGIN, criteria.TRAINED_RANGE[1] + criteria.EQUIVALENCE_MARGIN),
@@ -590,8 +590,8 @@ JUDGES: dict[str, Judge] = {
         (Setting("at_least", "llm_direct_dilution (quick)", 4, 32, 512),
          Setting("at_least", "llm_direct_dilution (full)", 16, 32, 1024)),
         "`criteria.at_least` on one `fit_power_law` alpha minus the alpha of P / (P + t) on the same window (P 16; "
-        "its interval rounded to 3 decimals, as the row does): agree when the difference's interval lies above -0.1, "
-        "disagree when it lies wholly below, otherwise not measured"),
+        "its interval rounded to 3 decimals, as the row does): agree when the difference's interval lies above "
+        f"-{criteria.EQUIVALENCE_MARGIN:g}, disagree when it lies wholly below, otherwise not measured"),
     "beyond": Judge(
         _simulate_beyond, _verdict_beyond, "alpha", "ci", (0.0, 0.0),
         tuple((f"every seed {v:+g}" if v else "every seed 0", (v, v)) for v in (-0.2, -0.05, 0.0, 0.05, 0.2)),
