@@ -335,7 +335,7 @@ def cmd_offsets(args) -> int:
 
 def cmd_prompts(args) -> int:
     from nohair_jax.chat import chat_template, read_history, read_messages, system_prompt_pairs
-    from nohair_jax.checkpoints import load_checkpoint, load_tokenizer, resolve_checkpoint
+    from nohair_jax.checkpoints import load_model, load_tokenizer, resolve_checkpoint
     from nohair_jax.system_prompts import RAW, after_turns, measure_system_prompts, prompt_pairs, report
 
     if not args.threshold > 0:
@@ -365,7 +365,7 @@ def cmd_prompts(args) -> int:
         longest.append(system_prompt_pairs(tokenizer, template, args.system[0], args.system[1], messages,
                                            history=history[: 2 * turns], whole=True).pairs)
     total = max(max(p.prompts_a.shape[1], p.prompts_b.shape[1]) + p.continuations.shape[1] for p in longest)
-    model, _ = load_checkpoint(args.checkpoint, seq_len=total)
+    model = load_model(args.checkpoint, seq_len=total)  # the tokenizer is read above
     start = time.perf_counter()
     print(f"measuring {len(pairs)} pair(s) of system prompts on {len(messages)} messages, T = {length} shared tokens, "
           f"template: {template.origin}", flush=True)

@@ -77,23 +77,31 @@ def layer_measures(model: Transformer, tokens, *, tol: float) -> dict[str, np.nd
     layer's normalised input). One compiled program per model structure.
     """
     graphdef, state = nnx.split(model)
-    out = _layer_measures(graphdef, state, jnp.asarray(tokens), tol)
+    out, hidden = _token_measures(graphdef, state, jnp.asarray(tokens), tol)
+    out["attn_bound"] = _attention_bounds(graphdef, state, hidden)
     return {name: np.asarray(v) for name, v in out.items()}
 
 
+# Two programs, not one: with the attention bounds' QR factorisations (LAPACK calls) and the
+# per-sequence loop in one program, XLA's CPU runtime now and then waited forever with the test
+# suite's XLA flags (4 of 4 loops of calls on SmolLM2's first two blocks, each a new length, hung by
+# the 22nd call; the two programs apart, none in 3 x 60 calls; with XLA's defaults none in 40).
 @functools.partial(jax.jit, static_argnums=0)
-def _layer_measures(graphdef, state, tokens, tol) -> dict[str, jax.Array]:
-    model = nnx.merge(graphdef, state)
-    hidden, attn, mlp = sublayer_outputs(model, tokens)
+def _token_measures(graphdef, state, tokens, tol) -> tuple[dict[str, jax.Array], jax.Array]:
+    hidden, attn, mlp = sublayer_outputs(nnx.merge(graphdef, state), tokens)
     depth, batch, length, width = hidden.shape
     # one sequence at a time: the pairwise differences are [T, T, D]
     per_sequence = lax.map(lambda h: _sequence_measures(h, tol), hidden.reshape(-1, length, width))
     out = {name: v.reshape(depth, batch) for name, v in per_sequence.items()}
     out["attn_norm"] = jnp.linalg.norm(attn, axis=-1).mean(-1)
     out["mlp_norm"] = jnp.linalg.norm(mlp, axis=-1).mean(-1)
-    out["attn_bound"] = jnp.stack([attention_bound(block.attn, block.attention_input(hidden[layer]))
-                                   for layer, block in enumerate(model.blocks)])
-    return out
+    return out, hidden
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _attention_bounds(graphdef, state, hidden) -> jax.Array:
+    blocks = nnx.merge(graphdef, state).blocks
+    return jnp.stack([attention_bound(block.attn, block.attention_input(hidden[layer])) for layer, block in enumerate(blocks)])
 
 
 def _sequence_measures(h: jax.Array, tol) -> dict[str, jax.Array]:

@@ -54,6 +54,8 @@ import math
 
 import numpy as np
 
+from nohair_jax.fit.intervals import t_quantile
+
 MAX_DROP = 0.02  # bits per byte per doubling of the steps: the largest estimated drop that counts as levelled
 CONFIDENCE = 0.95  # one-sided: drops of 2 * MAX_DROP or more are ruled out at this level
 MIN_EVALS = 8  # fewest held-out evaluations in the last doubling: a slope, its scatter and their autocorrelation
@@ -125,7 +127,7 @@ def levelled_off(history: list[dict], *, max_drop: float = MAX_DROP, confidence:
     window_se, window_dof = _window_spread(*(np.array(e[WINDOW_KEY], dtype=np.float64) for e in ends))
     se = math.hypot(trend_se, window_se)
     dof = min(trend_dof, window_dof)
-    upper = drop + _t_quantile(confidence, dof) * se
+    upper = drop + float(t_quantile(confidence, dof)) * se
     levelled = counts_as_levelled(drop, upper, max_drop)
     numbers = (f"drop per doubling {drop:+.4f} bits per byte over [{start:g}, {step}] (standard error {se:.4f}, "
                f"one-sided {confidence * 100:g} % upper bound {upper:+.4f}, {len(inside)} evaluations)")
@@ -177,12 +179,6 @@ def _window_spread(first: np.ndarray, last: np.ndarray) -> tuple[float, float]:
     if drops.size < 2 or first.shape != last.shape:
         raise ValueError(f"{WINDOW_KEY} needs the same two or more windows at both steps, got {first.shape} and {last.shape}")
     return float(drops.std(ddof=1) / math.sqrt(drops.size)), float(drops.size - 1)
-
-
-def _t_quantile(confidence: float, dof: float) -> float:
-    from scipy.stats import t as student_t
-
-    return float(student_t.ppf(confidence, dof))
 
 
 def stage_ends(first: int, max_steps: int) -> list[int]:

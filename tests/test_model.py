@@ -701,7 +701,7 @@ def test_the_real_model_at_init_uses_its_authors_stated_initialisation():
     dict(position="rope", rotary_fraction=0.25, parallel_residual=True, final_norm=False),
 ], ids=["learned_untied", "gemma3_like", "neox_like"])
 def test_model_skeleton_is_the_whole_models_shape(layout):
-    """``model_skeleton`` traces the blocks one at a time into a one-block model: the same graphdef and the
+    """``model_skeleton`` traces one block, copied, into a one-block model: the same graphdef and the
     same shapes and dtypes as the whole model traced at once, for layouts whose non-block parts differ."""
     from nohair_jax.model import model_skeleton
 

@@ -53,24 +53,38 @@ def test_python_example_prints_what_the_readme_shows():
         assert numbers == pytest.approx([float(x) for x in NUMBER.findall(want)], abs=0.02, rel=0.02), (line, want)
 
 
+# The README's sizes cut where the suite runs its commands on the real 30-layer model (each run is
+# mostly the model's forward passes): fewer pairs and continuations, the same code paths.
+SMALLER = {"--cut": "2", "--length": "64"}
+
+
 @pytest.mark.parametrize("argv", _commands(), ids=lambda argv: " ".join(argv[:3]))
 def test_every_command_runs(argv, tmp_path, monkeypatch, capsys):
-    """Each command as the README writes it, options and files included; only the message file of
-    ``prompts`` is cut to its first two messages (its full run, 8 messages, took 100 s of the suite's
-    10 minutes). The prompts run, the suite's one of that command on the real model, is checked for
-    what it writes (``_check_prompts``)."""
+    """Each command as the README writes it, options and files included, but for its sizes: the
+    options of ``SMALLER`` take their smaller values, and ``prompts`` reads the first two of its
+    messages and the first exchange of its conversation (its full run, 8 messages after 3 exchanges,
+    took 100 s of the suite's 10 minutes). The prompts run, the suite's one of that command on the
+    real model, is checked for what it writes (``_check_prompts``)."""
     monkeypatch.chdir(ROOT)  # the commands name files of the repository (examples/)
     gguf = str(packaged_model_path("smollm2-135m"))
     argv = [gguf if a == "path/to/model.gguf" else a for a in argv]
     argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    for option, value in SMALLER.items():
+        if option in argv:
+            argv[argv.index(option) + 1] = value
     if "--messages" in argv:
         at = argv.index("--messages") + 1
         shorter = tmp_path / Path(argv[at]).name
         shorter.write_text("\n\n".join(Path(argv[at]).read_text().split("\n\n")[:2]))
         argv[at] = str(shorter)
+    if "--history" in argv:
+        at = argv.index("--history") + 1
+        shorter = tmp_path / Path(argv[at]).name
+        shorter.write_text(json.dumps(json.loads(Path(argv[at]).read_text())[:2]))
+        argv[at] = str(shorter)
     assert main(argv) == 0
     if argv[0] == "prompts":
-        _check_prompts(tmp_path / "out", capsys.readouterr().out, turns=len(json.loads((ROOT / argv[argv.index("--history") + 1]).read_text())) // 2)
+        _check_prompts(tmp_path / "out", capsys.readouterr().out, turns=1)
 
 
 def _check_prompts(out: Path, printed: str, turns: int) -> None:
