@@ -704,7 +704,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reproduce", help="run every experiment and write a report that answers each claim of the papers")
     p.add_argument("--profile", choices=PROFILES, default="quick",
-                   help="quick: about 16 minutes on 2 CPU cores (default); full: the small models trained until their "
+                   help="quick: about 14 minutes on 2 CPU cores (default); full: the small models trained until their "
                         "held-out loss levels off, 3 seeds (about 3 hours on 2 CPU cores, estimated); tiny: a smoke test")
     p.add_argument("--only", action="append", choices=part_names(), metavar="PART",
                    help=f"run only this part (repeatable): {', '.join(part_names())}")
