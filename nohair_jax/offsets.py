@@ -338,7 +338,7 @@ def check_finite_parameters(model: Transformer) -> None:
     once per model: ``prepared_parameters``); one host sync, the names looked up only on failure."""
     flat = nnx.to_flat_state(nnx.state(model))
     finite = [_all_finite(var.get_value()) for _, var in flat]
-    if all(np.asarray(finite)):
+    if np.asarray(jnp.stack(finite)).all():  # one transfer to the host, not one a parameter
         return
     for (path, var), ok in zip(flat, finite):
         if not bool(ok):
