@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from nohair_jax.fit._checks import _check_confidence, _check_groups
+from nohair_jax.fit.binning import summary_curve
 
 # Bootstrap resamples are gathered in chunks of at most this many float64 elements
 # (32 MiB), so that n_boot * n_pairs * T never has to fit in memory at once.
@@ -53,11 +54,27 @@ def bootstrap_indices(n_pairs: int, n_boot: int, seed: int, groups=None, *, whol
     return members[chosen[..., None], within].reshape(n_boot, n_pairs)
 
 
-def _chunks(resamples: np.ndarray, elements: int) -> list[np.ndarray]:
-    """The rows of ``resamples [n_boot, ...]`` in consecutive blocks small enough that each resample's
-    ``elements`` float64 values, times the rows of a block, stay within ``_BOOT_CHUNK_ELEMENTS``."""
-    chunk = max(1, _BOOT_CHUNK_ELEMENTS // elements)
-    return np.split(resamples, range(chunk, len(resamples), chunk))
+def resampled_curves(d: np.ndarray, resamples: np.ndarray, summary: str):
+    """The summary curve (``binning.summary_curve``) of each resample of the pairs: ``d [n_pairs, T]``,
+    ``resamples`` int ``[n_boot, n_pairs]`` (``bootstrap_indices``); yields ``[b, T]`` for consecutive
+    blocks of resamples, each within ``_BOOT_CHUNK_ELEMENTS``.
+
+    The mean (and the geometric mean, a mean of logs) is each pair's count in a resample times its
+    curve: one matrix product, no ``[b, n_pairs, T]`` copy of the gathered pairs (a fit of 16 pairs at
+    T = 512 and 1000 resamples: 9 ms instead of 16). The median gathers the pairs.
+    """
+    n_pairs, n_boot = d.shape[0], len(resamples)
+    values = np.log(d) if summary == "geomean" else d
+    chunk = max(1, _BOOT_CHUNK_ELEMENTS // (d.size if summary == "median" else d.shape[-1] + n_pairs))
+    for start in range(0, max(n_boot, 1), chunk):  # no resamples: one empty block, [0, T]
+        idx = resamples[start:start + chunk]
+        if summary == "median":
+            yield summary_curve(d[idx], summary)
+            continue
+        rows = np.arange(len(idx))[:, None] * n_pairs
+        counts = np.bincount((rows + idx).ravel(), minlength=len(idx) * n_pairs).reshape(len(idx), n_pairs)
+        mean = counts.astype(np.float64) @ values / idx.shape[1]
+        yield mean if summary == "mean" else np.exp(mean)
 
 
 def _units(n_pairs: int, groups) -> int:

@@ -17,7 +17,7 @@ from nohair_jax.fit._checks import (
     _check_values, _check_window, _py,
 )
 from nohair_jax.fit.binning import _bin_mean, _log_bins, _ols_loglog, summary_curve
-from nohair_jax.fit.intervals import _chunks, _largest_abs_interval, _standard_error, _units, bootstrap_indices
+from nohair_jax.fit.intervals import _largest_abs_interval, _standard_error, _units, bootstrap_indices, resampled_curves
 
 DECAY_LAWS = ("power", "log_power", "exponential", "stretched_exp")
 _STRETCH_GRID = np.linspace(0.02, 1.0, 50)
@@ -172,20 +172,8 @@ def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summar
     ci = holdout_ci = None
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:
         resamples = bootstrap_indices(d.shape[0], n_boot, seed, groups)
-
-        def resampled(idx: np.ndarray) -> np.ndarray:
-            """Summary curves of the resamples ``idx [b, n_pairs]``: ``[b, positions]``; the mean as each
-            pair's count in a resample times its curve (one product, no ``[b, n_pairs, positions]`` copy;
-            einsum, not a threaded BLAS product, which costs ten times as much on a busy small machine)."""
-            if summary != "mean":
-                return summary_curve(d_used[idx], summary)
-            counts = np.zeros((len(idx), d.shape[0]))
-            np.add.at(counts, (np.arange(len(idx))[:, None], idx), 1.0)
-            return np.einsum("bn,nt->bt", counts, d_used) / d.shape[0]
-
-        elements = d_used.shape[-1] if summary == "mean" else d_used.size  # what one resample holds at once
-        boot = np.concatenate([residuals(_bin_mean(np.log(resampled(idx)), starts))
-                               for idx in _chunks(resamples, elements)])
+        boot = np.concatenate([residuals(_bin_mean(np.log(curves), starts))
+                               for curves in resampled_curves(d_used, resamples, summary)])
         units = _units(d.shape[0], groups)
         se = _standard_error(boot, units)  # per bin
         ci, holdout_ci = (_largest_abs_interval(r[part], se[part], units - 1, confidence) for part in parts)
