@@ -111,7 +111,7 @@ def test_failing_conditions_are_reported(tmp_path):
 
     assert cond.not_derived() == []
     for change, reason, breaks_a_condition in (
-        (dict(norm_placement="post"), "not pre-LN", True), (dict(prompt_logit_bias=True), "prompt logit bias", True),
+        (dict(layout=nh.BlockLayout("post")), "not pre-LN", True), (dict(prompt_logit_bias=True), "prompt logit bias", True),
         (dict(alibi=True), "ALiBi", True), (dict(sliding_window=8), "sliding window of 8", True),
         (dict(qk_norm=True), "QK-norm", False),  # bounded logits hold; only the constants are not derived
     ):
@@ -128,7 +128,7 @@ def test_failing_conditions_are_reported(tmp_path):
 
     # A post-LN model end to end: the conditions say why, the files are written, the bound is refused.
     summary = bound.check_bound(_model(norm_placement="post"), pairs, tmp_path, n_boot=20, progress=False)
-    assert summary["conditions"]["norm_placement"] == "post"
+    assert summary["conditions"]["layout"] == dict(placement="post", parallel=False)
     assert summary["conditions"]["failures"][0].startswith("not pre-LN")
     refused = bound.explicit_from_saved(summary["explicit"])
     assert isinstance(refused, bound.NotApplicable) and "not pre-LN" in refused.reason
@@ -146,7 +146,7 @@ def test_norm_scales_are_read_by_the_blocks_layout(placement, names, attention, 
     and says which sublayer each belongs to, so a sandwich block's four norms are not read as two blocks'."""
     per = len(names)
     values = np.arange(2 * per + 1, dtype=float)  # sandwich, layer 2: norms 4..7, its attention's 4 and 5
-    cond = dataclasses.replace(_made_up_conditions(), norm_placement=placement, sigma_min=values,
+    cond = dataclasses.replace(_made_up_conditions(), layout=nh.BlockLayout(placement), sigma_min=values,
                                gain=np.ones(2 * per + 1), norm_bias=np.zeros(2 * per + 1))
     assert cond.block_norm_names() == names
     by_sublayer = cond.sigma_by_sublayer()
@@ -158,7 +158,7 @@ def _made_up_conditions() -> bound.BoundConditions:
     """A 2-layer pre-LN model's conditions, made up (forward order of norms: attn 1, MLP 1, attn 2, MLP 2, final)."""
     norms = lambda *v: np.array(v, dtype=float)  # noqa: E731
     return bound.BoundConditions(
-        prompt_len=5, norm_placement="pre", mlp="relu", prompt_logit_bias=False, norm_eps=1e-5, d_model=16,
+        prompt_len=5, layout=nh.BlockLayout(), mlp="relu", prompt_logit_bias=False, norm_eps=1e-5, d_model=16,
         head_dim=4, group=1, logit_bound=norms(0.1, 0.2), sigma_min=norms(0.5, 0.25, 1.0, 2.0, 9.0),
         gain=norms(1.0, 2.0, 1.5, 1.0, 9.0), norm_bias=norms(0.1, 0.0, 0.2, 0.3, 9.0),
         weight_norms={k: norms(0.5, 0.7) for k in ("q", "k", "v", "o", "up", "gate", "down")},

@@ -286,6 +286,8 @@ def _one_line_error(argv, capsys) -> str:
 def test_bad_command_lines_fail_in_one_line_and_write_nothing(carded, tmp_path, capsys):
     out = str(tmp_path / "never")
     card = str(carded("llama")[0] / "card" / "card.json")
+    bare = carded("gpt2")[0]  # a folder without tokenizer.json: the card's prompts are text
+    capsys.readouterr()  # the progress of the cards made here, where this test is the first to ask for them
     for argv, says in (
         (["card", "--out", out], "give a CHECKPOINT to make its card, or --compare"),
         (["card", "smollm2-135m", "--compare", card, card, "--out", out], "give a CHECKPOINT to make its card, or --compare"),
@@ -297,7 +299,6 @@ def test_bad_command_lines_fail_in_one_line_and_write_nothing(carded, tmp_path, 
     (tmp_path / "text.json").write_text("not json")
     assert "is not JSON (line 1" in _one_line_error(["card", "--compare", card, str(tmp_path / "text.json"), "--out", out],
                                                      capsys)
-    bare = carded("gpt2")[0]  # a folder without tokenizer.json: the card's prompts are text
     without = tmp_path / "bare"
     without.mkdir()
     for name in ("config.json", "model.safetensors"):

@@ -71,12 +71,14 @@ def test_a_template_that_rewrites_the_system_prompt_splits_at_the_common_suffix(
 
 def test_whole_continuations_padded_at_the_end_leave_each_message_s_last_position_as_it_is_alone(smollm2):
     """A causal model does not see the padding: the KL at each message's last token (the assistant's
-    first) from the padded batch equals that message measured alone, without padding."""
+    first) from the padded batch equals that message measured alone, without padding. SmolLM2's first
+    two blocks (causality is each block's; the 30 took 16 s of the suite for the same check)."""
     from nohair_jax.checkpoints import load_checkpoint
+    from nohair_jax.experiments import first_layers
     from nohair_jax.offsets import prompt_pair_offsets
 
     tokenizer, template = smollm2
-    model, _ = load_checkpoint("smollm2-135m", seq_len=64)
+    model = first_layers(load_checkpoint("smollm2-135m", seq_len=64)[0], 2)
     history = [dict(role="user", content="Hello."), dict(role="assistant", content="Hello! How can I help?")]
     padded = system_prompt_pairs(tokenizer, template, PIRATE, LAWYER, MESSAGES, history=history, whole=True)
     assert padded.shared[0] != padded.shared[1] and padded.pairs.continuations.shape[1] == max(padded.shared)

@@ -75,14 +75,14 @@ class BoundConditions:
     prompt_offsets: [L+1] ``D_l``, max over prompt positions and pairs of ``||h_l(a)[j] - h_l(b)[j]||``.
     alibi, sliding_window, qk_norm: the architecture contrasts (docs/contrasts.md) the model has;
                     ``sliding_window`` only where it is shorter than the pairs' sequences.
-    parallel_residual: GPT-NeoX's parallel block, which the derivation does not cover.
+    layout:         the block's layout (``config.BlockLayout``): where its norms sit, parallel or sequential.
     attn_scale:     the config's logit scale (Gemma's), None for 1 / sqrt(d_head); one within ``SCALE_RTOL``
                     of 1 / sqrt(d_head) is that scale (``other_scale``).
     attn_softcap:   the soft cap c of the attention logits (Gemma 2's), else None: B < c by construction.
     """
 
     prompt_len: int
-    norm_placement: str
+    layout: BlockLayout
     mlp: str
     prompt_logit_bias: bool
     norm_eps: float
@@ -99,7 +99,6 @@ class BoundConditions:
     alibi: bool = False
     sliding_window: int | None = None
     qk_norm: bool = False
-    parallel_residual: bool = False
     attn_scale: float | None = None
     attn_softcap: float | None = None
 
@@ -112,10 +111,6 @@ class BoundConditions:
         """The threshold a norm's input scale must stay above: ``sqrt(norm_eps)``. Below it the eps
         in the norm's denominator dominates: the norm no longer normalises, its input is near zero."""
         return math.sqrt(self.norm_eps)
-
-    @property
-    def layout(self) -> BlockLayout:
-        return BlockLayout(self.norm_placement, self.parallel_residual)
 
     def block_norm_names(self) -> tuple[str, ...]:
         """The norms of one block in forward order, as ``sigma_min`` lists them."""
@@ -309,7 +304,7 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
     linear.update({name: [getattr(blk.mlp, name) for blk in blocks] for name in MLP_WEIGHTS})
     return BoundConditions(
         prompt_len=prompt_len,
-        norm_placement=cfg.norm_placement,
+        layout=cfg.layout,
         mlp=cfg.mlp,
         prompt_logit_bias=cfg.prompt_logit_bias is not None,
         norm_eps=float(cfg.norm_eps),
@@ -328,7 +323,6 @@ def measure_conditions(model: Transformer, prompts_a, prompts_b, continuations) 
         alibi=cfg.position == "alibi",
         sliding_window=cfg.sliding_window if (cfg.sliding_window or math.inf) < prompt_len + c.shape[1] else None,
         qk_norm=cfg.qk_norm,
-        parallel_residual=cfg.parallel_residual,
         attn_scale=cfg.attn_scale,
         attn_softcap=cfg.attn_softcap,
     )
