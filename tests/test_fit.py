@@ -766,3 +766,21 @@ def test_paired_difference_refuses_sides_that_are_not_one_set_of_pairs():
     assert "at least two curves" in paired_difference_or_refuse(t, curves[:1], curves[:1], t_min=8).reason
     refused = paired_difference_or_refuse(t, curves, curves, t_min=8, floor_b=np.ones_like(t))
     assert isinstance(refused, FitRefused) and "floor" in refused.reason
+
+
+@pytest.mark.parametrize("summary", ["mean", "geomean", "median"])
+def test_resampled_curves_are_the_summaries_of_the_gathered_pairs(summary, monkeypatch):
+    """The bootstrap's curves from each pair's count in a resample equal the summary of the pairs gathered
+    (the direct way), block by block, across blocks, and with no resamples."""
+    from nohair_jax.fit import intervals
+    from nohair_jax.fit.binning import summary_curve
+
+    rng = np.random.default_rng(0)
+    d = np.exp(rng.normal(0.0, 1.0, (5, 40)))
+    resamples = intervals.bootstrap_indices(5, 23, seed=1)
+    monkeypatch.setattr(intervals, "_BOOT_CHUNK_ELEMENTS", 7 * 45 if summary != "median" else 7 * d.size)  # blocks of 7
+    blocks = list(intervals.resampled_curves(d, resamples, summary))
+    assert [len(b) for b in blocks] == [7, 7, 7, 2]
+    np.testing.assert_allclose(np.concatenate(blocks), summary_curve(d[resamples], summary), rtol=1e-13)
+    (empty,) = intervals.resampled_curves(d, resamples[:0], summary)
+    assert empty.shape == (0, 40)

@@ -61,7 +61,7 @@ def resampled_curves(d: np.ndarray, resamples: np.ndarray, summary: str):
 
     The mean (and the geometric mean, a mean of logs) is each pair's count in a resample times its
     curve: one matrix product, no ``[b, n_pairs, T]`` copy of the gathered pairs (a fit of 16 pairs at
-    T = 512 and 1000 resamples: 9 ms instead of 16). The median gathers the pairs.
+    T = 512 and 1000 resamples: 6 ms instead of 18, ``benchmarks/bootstrap.py``). The median gathers the pairs.
     """
     n_pairs, n_boot = d.shape[0], len(resamples)
     values = np.log(d) if summary == "geomean" else d
