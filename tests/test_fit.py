@@ -779,8 +779,8 @@ def test_resampled_curves_are_the_summaries_of_the_gathered_pairs(summary, monke
     d = np.exp(rng.normal(0.0, 1.0, (5, 40)))
     resamples = intervals.bootstrap_indices(5, 23, seed=1)
     monkeypatch.setattr(intervals, "_BOOT_CHUNK_ELEMENTS", 7 * 45 if summary != "median" else 7 * d.size)  # blocks of 7
-    blocks = list(intervals.resampled_curves(d, resamples, summary))
+    blocks = list(intervals._resampled_curves(d, resamples, summary))
     assert [len(b) for b in blocks] == [7, 7, 7, 2]
     np.testing.assert_allclose(np.concatenate(blocks), summary_curve(d[resamples], summary), rtol=1e-13)
-    (empty,) = intervals.resampled_curves(d, resamples[:0], summary)
+    (empty,) = intervals._resampled_curves(d, resamples[:0], summary)
     assert empty.shape == (0, 40)

@@ -54,7 +54,7 @@ def bootstrap_indices(n_pairs: int, n_boot: int, seed: int, groups=None, *, whol
     return members[chosen[..., None], within].reshape(n_boot, n_pairs)
 
 
-def resampled_curves(d: np.ndarray, resamples: np.ndarray, summary: str):
+def _resampled_curves(d: np.ndarray, resamples: np.ndarray, summary: str):
     """The summary curve (``binning.summary_curve``) of each resample of the pairs: ``d [n_pairs, T]``,
     ``resamples`` int ``[n_boot, n_pairs]`` (``bootstrap_indices``); yields ``[b, T]`` for consecutive
     blocks of resamples, each within ``_BOOT_CHUNK_ELEMENTS``.

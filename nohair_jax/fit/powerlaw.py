@@ -40,7 +40,7 @@ from nohair_jax.fit._checks import (
 )
 from nohair_jax.fit.binning import _bin_mean, _log_bins, _ols_loglog, summary_curve
 from nohair_jax.fit.floors import NoiseFloorError, _floor_crossing
-from nohair_jax.fit.intervals import _standard_error, _units, bootstrap_indices, resampled_curves, t_interval
+from nohair_jax.fit.intervals import _resampled_curves, _standard_error, _units, bootstrap_indices, t_interval
 
 # What the data, not a setting, refuse: a ``*_or_refuse`` function turns these into ``FitRefused``.
 _REFUSALS = (NoiseFloorError, _BadWindowError, _BadValuesError)
@@ -218,5 +218,5 @@ def fit_power_law(
 def _bootstrap_alphas(d_used, log_t_bin, starts, summary, resamples) -> np.ndarray:
     """alpha of each resample of the pairs (rows of ``resamples``) on the binned window: [n_boot]."""
     slopes = np.concatenate([_ols_loglog(log_t_bin, _bin_mean(np.log(curves), starts))[0]
-                             for curves in resampled_curves(d_used, resamples, summary)])
+                             for curves in _resampled_curves(d_used, resamples, summary)])
     return -slopes

@@ -17,7 +17,7 @@ from nohair_jax.fit._checks import (
     _check_values, _check_window, _py,
 )
 from nohair_jax.fit.binning import _bin_mean, _log_bins, _ols_loglog, summary_curve
-from nohair_jax.fit.intervals import _largest_abs_interval, _standard_error, _units, bootstrap_indices, resampled_curves
+from nohair_jax.fit.intervals import _largest_abs_interval, _resampled_curves, _standard_error, _units, bootstrap_indices
 
 DECAY_LAWS = ("power", "log_power", "exponential", "stretched_exp")
 _STRETCH_GRID = np.linspace(0.02, 1.0, 50)
@@ -173,7 +173,7 @@ def power_law_tolerance(t, d, *, t_min=32, t_max=None, bins_per_decade=8, summar
     if d.ndim == 2 and d.shape[0] > 1 and n_boot > 0:
         resamples = bootstrap_indices(d.shape[0], n_boot, seed, groups)
         boot = np.concatenate([residuals(_bin_mean(np.log(curves), starts))
-                               for curves in resampled_curves(d_used, resamples, summary)])
+                               for curves in _resampled_curves(d_used, resamples, summary)])
         units = _units(d.shape[0], groups)
         se = _standard_error(boot, units)  # per bin
         ci, holdout_ci = (_largest_abs_interval(r[part], se[part], units - 1, confidence) for part in parts)
