@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 from flax import nnx
 
@@ -340,7 +340,8 @@ def build(cfg, params, dtype):
     ``jax.enable_x64(True)``). With ``cfg.dtype="float32"`` and ``dtype=float64`` this is the
     cast-the-state path (see ``test_float64_cast_state_matches_reference``)."""
     graphdef, state = abstract_model(cfg)
-    values = {path: jnp.asarray(value, dtype=dtype) for path, value in flat_leaves(params).items()}
+    # device_put of numpy arrays of the dtype: jnp.asarray(value, dtype) compiled a conversion per shape
+    values = {path: jax.device_put(np.asarray(value, dtype=dtype)) for path, value in flat_leaves(params).items()}
     nnx.replace_by_pure_dict(state, _int_keys(unflatten(values), nnx.to_pure_dict(state)))
     return nnx.merge(graphdef, state)
 
