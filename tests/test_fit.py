@@ -784,3 +784,18 @@ def test_resampled_curves_are_the_summaries_of_the_gathered_pairs(summary, monke
     np.testing.assert_allclose(np.concatenate(blocks), summary_curve(d[resamples], summary), rtol=1e-13)
     (empty,) = intervals._resampled_curves(d, resamples[:0], summary)
     assert empty.shape == (0, 40)
+
+
+def test_t_quantile_is_students_t_in_closed_form_and_as_scipy_stats_gives_it():
+    """``t_quantile`` (scipy.special's ``stdtrit``) against the closed forms at 1 and 2 degrees of freedom
+    (Cauchy: ``tan(pi (p - 1/2))``; ``(2p - 1) / sqrt(2 p (1 - p))``) and scipy.stats' ``t.ppf`` elsewhere,
+    fractional degrees of freedom (Welch) included."""
+    from scipy.stats import t as student_t
+
+    from nohair_jax.fit.intervals import t_quantile
+
+    p = np.array([0.6, 0.9, 0.95, 0.975, 0.995, 1 - 0.05 / 60])
+    np.testing.assert_allclose(t_quantile(p, 1), np.tan(np.pi * (p - 0.5)), rtol=1e-12)
+    np.testing.assert_allclose(t_quantile(p, 2), (2 * p - 1) / np.sqrt(2 * p * (1 - p)), rtol=1e-12)
+    for dof in (3, 7, 15, 2.6, 11.4, 200):
+        np.testing.assert_allclose(t_quantile(p, dof), student_t.ppf(p, dof), rtol=1e-12)

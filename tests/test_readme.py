@@ -72,16 +72,15 @@ def test_every_command_runs(argv, tmp_path, monkeypatch, capsys):
     for option, value in SMALLER.items():
         if option in argv:
             argv[argv.index(option) + 1] = value
-    if "--messages" in argv:
-        at = argv.index("--messages") + 1
-        shorter = tmp_path / Path(argv[at]).name
-        shorter.write_text("\n\n".join(Path(argv[at]).read_text().split("\n\n")[:2]))
-        argv[at] = str(shorter)
-    if "--history" in argv:
-        at = argv.index("--history") + 1
-        shorter = tmp_path / Path(argv[at]).name
-        shorter.write_text(json.dumps(json.loads(Path(argv[at]).read_text())[:2]))
-        argv[at] = str(shorter)
+    # The file options' first two entries: two messages (paragraphs), the conversation's first exchange.
+    shorten = {"--messages": lambda text: "\n\n".join(text.split("\n\n")[:2]),
+               "--history": lambda text: json.dumps(json.loads(text)[:2])}
+    for option, cut in shorten.items():
+        if option in argv:
+            at = argv.index(option) + 1
+            shorter = tmp_path / Path(argv[at]).name
+            shorter.write_text(cut(Path(argv[at]).read_text()))
+            argv[at] = str(shorter)
     assert main(argv) == 0
     if argv[0] == "prompts":
         _check_prompts(tmp_path / "out", capsys.readouterr().out, turns=1)
